@@ -1,0 +1,144 @@
+"""What every check shares: teaching failure messages, CUDA-only cells, grading mode.
+
+A check is an ordinary function that takes the student's object, runs it on chosen
+inputs and raises :class:`CheckFailed` with a message that shows the student's value
+beside the expected one and names the likely cause. Test cells in the notebooks are
+one line that calls a check, so the logic lives here and is unit-tested in ``tests/``.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+#: Set to "1" by ``python -m grader autograde`` (and the demo) for the notebook kernels.
+#: In grading mode a CUDA-only check on a machine without CUDA raises
+#: :class:`NotCheckedWithoutCuda` (the cell scores 0 and the report lists it); in a
+#: student's notebook the same check prints that it was not checked and passes.
+GRADING_ENV = "GPU_COURSE_AUTOGRADE"
+
+#: Grade ids of test cells that need a CUDA GPU end with this suffix.
+CUDA_SUFFIX = "_cuda"
+
+
+class CheckFailed(AssertionError):
+    """A student's answer did not behave as the exercise asks (the message says how)."""
+
+
+class NotCheckedWithoutCuda(RuntimeError):
+    """Raised in grading mode by a CUDA-only check when the grading machine has no GPU."""
+
+
+def grading_mode() -> bool:
+    """Return True when the kernel runs under the course's autograde command."""
+    return os.environ.get(GRADING_ENV) == "1"
+
+
+def cuda_or_not_checked(what: str) -> bool:
+    """Decide whether a CUDA-only check can run here.
+
+    Args:
+        what: What the check would verify, e.g. ``"time_gpu with CUDA events"``.
+
+    Returns:
+        True when a CUDA GPU is available. Without one, in a student's notebook it
+        prints a "NOT CHECKED" notice and returns False (the cell passes).
+
+    Raises:
+        NotCheckedWithoutCuda: without a GPU in grading mode, so the cell scores 0
+            and the grading report names it as not checked.
+    """
+    if torch.cuda.is_available():
+        return True
+    if grading_mode():
+        raise NotCheckedWithoutCuda(
+            f"NOT CHECKED: {what} needs a CUDA GPU and this grading machine has none, "
+            "so this cell scores 0. Grade on a GPU machine to award these points."
+        )
+    print(
+        f"NOT CHECKED here: {what} needs a CUDA GPU, and this machine has none. "
+        "This cell passes without one; your instructor grades it on a GPU."
+    )
+    return False
+
+
+def fail(what: str, *, yours: Any, expected: Any, cause: str) -> None:
+    """Raise a :class:`CheckFailed` laid out as What / Yours / Expected / Likely cause.
+
+    Raises:
+        CheckFailed: always.
+    """
+    raise CheckFailed(
+        f"{what}\n  Yours    : {yours!r}\n  Expected : {expected!r}\n  Likely cause: {cause}"
+    )
+
+
+def require(condition: bool, what: str, *, yours: Any, expected: Any, cause: str) -> None:
+    """Call :func:`fail` unless ``condition`` holds."""
+    if not condition:
+        fail(what, yours=yours, expected=expected, cause=cause)
+
+
+def call_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """Call the student's function, turning an unexpected exception into a clear failure.
+
+    ``NotImplementedError`` passes through unchanged, so an unsolved exercise reads as
+    such. Any other exception becomes a :class:`CheckFailed` that shows the call.
+
+    Raises:
+        NotImplementedError: the exercise is not solved yet.
+        CheckFailed: the function raised anything else.
+    """
+    label = name or getattr(fn, "__name__", "your function")
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise
+    except CheckFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every student error becomes a message
+        shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        raise CheckFailed(
+            f"{label}({shown}) raised {last}\n"
+            "  Read the traceback above this message to see which line of yours raised it."
+        ) from exc
+
+
+def expect_raises(
+    exc_type: type[BaseException], fn: Callable, *args: Any, what: str, cause: str, **kwargs: Any
+) -> BaseException:
+    """Call ``fn`` and require that it raises ``exc_type``; return the exception.
+
+    Raises:
+        CheckFailed: ``fn`` returned normally or raised another type.
+    """
+    try:
+        value = fn(*args, **kwargs)
+    except NotImplementedError:
+        raise
+    except exc_type as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001
+        fail(what, yours=f"raised {type(exc).__name__}: {exc}", expected=f"raises {exc_type.__name__}", cause=cause)
+    fail(what, yours=f"returned {value!r}", expected=f"raises {exc_type.__name__}", cause=cause)
+    raise AssertionError("unreachable")
+
+
+def passed(message: str) -> None:
+    """Print a one-line success note for the student."""
+    print(f"OK: {message}")
+
+
+def default_device() -> torch.device:
+    """The device hidden tests compare on: ``cuda:0`` when CUDA is available, else CPU."""
+    return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
