@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import statistics
 import time
 
 import torch
@@ -80,7 +79,9 @@ def measured_sync_points(device: str | torch.device = "cuda") -> dict[str, bool]
         RuntimeError: CUDA is not available.
     """
     if not torch.cuda.is_available():
-        raise RuntimeError("measured_sync_points needs a CUDA GPU; use recorded_sync_points on the CPU")
+        raise RuntimeError(
+            "measured_sync_points needs a CUDA GPU; use recorded_sync_points on the CPU"
+        )
     x = torch.randn(1024, device=device)
     torch.cuda.synchronize()
     out = {}
@@ -143,21 +144,56 @@ def check_time_gpu(time_gpu) -> None:
     """
     counter = _Counter(lambda i: 1)
     _timed(time_gpu, counter, "a", 2, warmup=2, repeat=5)
-    require(counter.calls == 7, "time_gpu(fn, warmup=2, repeat=5) must call fn exactly 7 times", yours=f"{counter.calls} calls", expected="7 calls (2 warm-up + 5 timed)", cause="run `warmup` untimed calls first, then `repeat` timed calls, and nothing else")
-    require(all(a == ("a", 2) for a in counter.args), "time_gpu must call fn(*args)", yours=counter.args[:2], expected=[("a", 2)] * 2, cause="pass the extra positional arguments on: fn(*args)")
+    require(
+        counter.calls == 7,
+        "time_gpu(fn, warmup=2, repeat=5) must call fn exactly 7 times",
+        yours=f"{counter.calls} calls",
+        expected="7 calls (2 warm-up + 5 timed)",
+        cause="run `warmup` untimed calls first, then `repeat` timed calls, and nothing else",
+    )
+    require(
+        all(a == ("a", 2) for a in counter.args),
+        "time_gpu must call fn(*args)",
+        yours=counter.args[:2],
+        expected=[("a", 2)] * 2,
+        cause="pass the extra positional arguments on: fn(*args)",
+    )
 
     counter = _Counter(lambda i: 20)
     ms = _timed(time_gpu, counter, warmup=1, repeat=3)
-    require(10 <= ms <= 80, "time_gpu of a function that takes 20 ms", yours=ms, expected="about 20 (milliseconds)", cause="return milliseconds: (end - start) * 1000 for perf_counter seconds" if ms < 1 else "time only the fn call")
+    require(
+        10 <= ms <= 80,
+        "time_gpu of a function that takes 20 ms",
+        yours=ms,
+        expected="about 20 (milliseconds)",
+        cause="return milliseconds: (end - start) * 1000 for perf_counter seconds"
+        if ms < 1
+        else "time only the fn call",
+    )
 
     counter = _Counter(lambda i: 300 if i == 0 else 10)
     ms = _timed(time_gpu, counter, warmup=1, repeat=1)
-    require(ms < 150, "a slow first call (300 ms, like CUDA's one-time start-up) must not be timed", yours=ms, expected="about 10 ms", cause="run the warm-up calls before starting any timer")
+    require(
+        ms < 150,
+        "a slow first call (300 ms, like CUDA's one-time start-up) must not be timed",
+        yours=ms,
+        expected="about 10 ms",
+        cause="run the warm-up calls before starting any timer",
+    )
 
     counter = _Counter(lambda i: 400 if i == 2 else 10)
     ms = _timed(time_gpu, counter, warmup=0, repeat=5)
-    require(ms < 50, "one slow outlier (400 ms) among five 10 ms calls must not move the result", yours=ms, expected="about 10 ms (the median)", cause="return the median (statistics.median), not the mean")
+    require(
+        ms < 50,
+        "one slow outlier (400 ms) among five 10 ms calls must not move the result",
+        yours=ms,
+        expected="about 10 ms (the median)",
+        cause="return the median (statistics.median), not the mean",
+    )
 
+    if torch.cuda.is_available():  # check_time_gpu_cuda times real kernels
+        passed("time_gpu counts calls, warms up and returns the median in ms")
+        return
     with simulated_cuda(device_count=1) as sim:
         counter = _Counter(lambda i: 30, sim=sim)
         ms = _timed(time_gpu, counter, warmup=1, repeat=3)
@@ -168,7 +204,9 @@ def check_time_gpu(time_gpu) -> None:
         yours=ms,
         expected="about 30 ms",
         cause="kernels launch asynchronously: call torch.cuda.synchronize() (or record CUDA events and "
-        "synchronize on the end event) before stopping the timer" if ms < 20 else "time each call separately",
+        "synchronize on the end event) before stopping the timer"
+        if ms < 20
+        else "time each call separately",
     )
     passed("time_gpu counts calls, warms up, returns the median in ms and waits for the GPU")
 
@@ -192,7 +230,13 @@ def check_time_gpu_cuda(time_gpu) -> None:
         sleep(n)
 
     mine = _timed(time_gpu, kernel, cycles, warmup=2, repeat=5)
-    require(len(calls) == 7, "fn must be called warmup + repeat times", yours=len(calls), expected=7, cause="no extra calls")
+    require(
+        len(calls) == 7,
+        "fn must be called warmup + repeat times",
+        yours=len(calls),
+        expected=7,
+        cause="no extra calls",
+    )
     theirs = ref(kernel, cycles, warmup=2, repeat=5)
     ratio = mine / theirs
     # Reference figure: ratio 0.98-1.02 for the reference against itself on an H100.
@@ -201,7 +245,9 @@ def check_time_gpu_cuda(time_gpu) -> None:
         "time_gpu / reference on the same GPU kernel",
         yours=f"{mine:.3f} ms (ratio {ratio:.2f})",
         expected=f"{theirs:.3f} ms (ratio about 1)",
-        cause="synchronize before reading the clock (torch.cuda.synchronize() or end_event.synchronize())" if ratio < 0.6 else "time only fn(*args), once per timed call",
+        cause="synchronize before reading the clock (torch.cuda.synchronize() or end_event.synchronize())"
+        if ratio < 0.6
+        else "time only fn(*args), once per timed call",
     )
     passed(f"time_gpu measures a GPU kernel like the reference ({mine:.2f} vs {theirs:.2f} ms)")
 
@@ -212,11 +258,16 @@ def _loss_setup(device="cpu", classes=False):
     torch.manual_seed(3)
     if classes:
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
-        batches = [(torch.randn(10, 8, generator=g), torch.randint(0, 4, (10,), generator=g)) for _ in range(6)]
+        batches = [
+            (torch.randn(10, 8, generator=g), torch.randint(0, 4, (10,), generator=g))
+            for _ in range(6)
+        ]
         loss_fn = nn.CrossEntropyLoss()
     else:
         model = nn.Linear(8, 1)
-        batches = [(torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)) for _ in range(5)]
+        batches = [
+            (torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)) for _ in range(5)
+        ]
         loss_fn = nn.MSELoss()
     model = model.to(device)
     batches = [(x.to(device), y.to(device)) for x, y in batches]
@@ -231,10 +282,24 @@ def _require_mean_loss(value, expected: torch.Tensor, device: torch.device) -> N
         expected="a 0-d tensor such as tensor(0.8123)",
         cause="keep the sum as a tensor; converting to a Python float (.item(), float()) waits for the GPU",
     )
-    require(value.dim() == 0, "the mean loss must be a 0-d tensor", yours=tuple(value.shape), expected=(), cause="sum the per-batch 0-d losses and divide by the number of batches")
-    require(value.device == device, "the mean loss must stay on the model's device", yours=str(value.device), expected=str(device), cause="accumulate on the device of the model's parameters; moving to the CPU synchronizes")
     require(
-        torch.allclose(value.detach().float().cpu(), expected.detach().float().cpu(), rtol=1e-5, atol=1e-6),
+        value.dim() == 0,
+        "the mean loss must be a 0-d tensor",
+        yours=tuple(value.shape),
+        expected=(),
+        cause="sum the per-batch 0-d losses and divide by the number of batches",
+    )
+    require(
+        value.device == device,
+        "the mean loss must stay on the model's device",
+        yours=str(value.device),
+        expected=str(device),
+        cause="accumulate on the device of the model's parameters; moving to the CPU synchronizes",
+    )
+    require(
+        torch.allclose(
+            value.detach().float().cpu(), expected.detach().float().cpu(), rtol=1e-5, atol=1e-6
+        ),
         "mean loss value",
         yours=float(value.detach().cpu()),
         expected=float(expected.detach().cpu()),
@@ -274,7 +339,9 @@ def check_mean_loss_without_sync_hidden(mean_loss_without_sync) -> None:
     device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
     model, batches, loss_fn = _loss_setup(device, classes=True)
     expected = reference(ASSIGNMENT).mean_loss_without_sync(model, batches, loss_fn)
-    _require_mean_loss(call_student(mean_loss_without_sync, model, batches, loss_fn), expected, device)
+    _require_mean_loss(
+        call_student(mean_loss_without_sync, model, batches, loss_fn), expected, device
+    )
     passed("mean_loss_without_sync agrees with the reference")
 
 
@@ -292,7 +359,12 @@ def check_mean_loss_without_sync_cuda(mean_loss_without_sync) -> None:
         value = mean_loss_without_sync(model, batches, loss_fn)
     except RuntimeError as exc:
         if "synchroniz" in str(exc):
-            fail("mean_loss_without_sync synchronized with the GPU", yours=str(exc).splitlines()[0], expected="no synchronization", cause="a .item(), float(), print or .cpu() inside the loop")
+            fail(
+                "mean_loss_without_sync synchronized with the GPU",
+                yours=str(exc).splitlines()[0],
+                expected="no synchronization",
+                cause="a .item(), float(), print or .cpu() inside the loop",
+            )
         raise
     finally:
         torch.cuda.set_sync_debug_mode("default")
@@ -310,13 +382,29 @@ def check_pipeline_time(pipeline_time) -> None:
     cases = [
         ((1.0, 2.0, 1.0, 10), (40.0, 22.0), "backend-bound: t1 + n*t2 + t3"),
         ((2.0, 2.0, 0.5, 1), (4.5, 4.5), "one operation: nothing to overlap"),
-        ((3.0, 1.0, 1.0, 10), (50.0, 32.0), "launch-bound (t1 > t2): the frontend is the bottleneck, n*t1 + t2 + t3"),
+        (
+            (3.0, 1.0, 1.0, 10),
+            (50.0, 32.0),
+            "launch-bound (t1 > t2): the frontend is the bottleneck, n*t1 + t2 + t3",
+        ),
         ((0.01, 5.0, 0.2, 100), (521.0, 500.21), "backend-bound with a fast frontend"),
     ]
     for args, expected, why in cases:
         got = call_student(pipeline_time, *args)
-        require(isinstance(got, tuple) and len(got) == 2, f"pipeline_time{args} must return a (synchronous, asynchronous) tuple", yours=got, expected=expected, cause="return two numbers as a tuple")
-        require(math.isclose(got[0], expected[0], rel_tol=1e-9, abs_tol=1e-9), f"synchronous total for pipeline_time{args}", yours=got[0], expected=expected[0], cause="every operation waits for the previous one: n * (t1 + t2 + t3)")
+        require(
+            isinstance(got, tuple) and len(got) == 2,
+            f"pipeline_time{args} must return a (synchronous, asynchronous) tuple",
+            yours=got,
+            expected=expected,
+            cause="return two numbers as a tuple",
+        )
+        require(
+            math.isclose(got[0], expected[0], rel_tol=1e-9, abs_tol=1e-9),
+            f"synchronous total for pipeline_time{args}",
+            yours=got[0],
+            expected=expected[0],
+            cause="every operation waits for the previous one: n * (t1 + t2 + t3)",
+        )
         require(
             math.isclose(got[1], expected[1], rel_tol=1e-9, abs_tol=1e-9),
             f"asynchronous total for pipeline_time{args} ({why})",
@@ -336,17 +424,51 @@ def check_pipeline_time_hidden(pipeline_time) -> None:
             for t3 in (0.0, 0.7):
                 for n in (1, 2, 7, 1000):
                     got, expected = call_student(pipeline_time, t1, t2, t3, n), ref(t1, t2, t3, n)
-                    require(all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(got, expected)), f"pipeline_time({t1}, {t2}, {t3}, {n})", yours=got, expected=expected, cause="the slower of frontend and backend sets the pace")
+                    require(
+                        isinstance(got, tuple) and len(got) == 2,
+                        f"pipeline_time({t1}, {t2}, {t3}, {n}) must return a 2-tuple",
+                        yours=got,
+                        expected=expected,
+                        cause="return (synchronous_total, asynchronous_total)",
+                    )
+                    require(
+                        all(
+                            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+                            for a, b in zip(got, expected)
+                        ),
+                        f"pipeline_time({t1}, {t2}, {t3}, {n})",
+                        yours=got,
+                        expected=expected,
+                        cause="the slower of frontend and backend sets the pace",
+                    )
     passed("pipeline_time agrees with the reference")
 
 
 # --------------------------------------------------------------------------- SYNC_POINTS
 def check_sync_points(sync_points) -> None:
     """Check SYNC_POINTS is a dict with one bool for each snippet of SYNC_SNIPPETS."""
-    require(isinstance(sync_points, dict), "SYNC_POINTS must be a dict", yours=type(sync_points).__name__, expected="dict", cause="map each snippet name to True or False")
-    require(set(sync_points) == set(SYNC_SNIPPETS), "SYNC_POINTS must have one entry per snippet", yours=sorted(sync_points), expected=sorted(SYNC_SNIPPETS), cause="use exactly the snippet names shown in the notebook")
+    require(
+        isinstance(sync_points, dict),
+        "SYNC_POINTS must be a dict",
+        yours=type(sync_points).__name__,
+        expected="dict",
+        cause="map each snippet name to True or False",
+    )
+    require(
+        set(sync_points) == set(SYNC_SNIPPETS),
+        "SYNC_POINTS must have one entry per snippet",
+        yours=sorted(sync_points),
+        expected=sorted(SYNC_SNIPPETS),
+        cause="use exactly the snippet names shown in the notebook",
+    )
     bad = {k: v for k, v in sync_points.items() if not isinstance(v, bool)}
-    require(not bad, "every SYNC_POINTS value must be True or False", yours=bad, expected="bools", cause="True when the snippet makes the host wait for the GPU")
+    require(
+        not bad,
+        "every SYNC_POINTS value must be True or False",
+        yours=bad,
+        expected="bools",
+        cause="True when the snippet makes the host wait for the GPU",
+    )
     passed("SYNC_POINTS has a True/False answer for every snippet")
 
 
@@ -373,10 +495,7 @@ def check_sync_points_cuda(sync_points) -> None:
     if not cuda_or_not_checked("SYNC_POINTS against torch.cuda.set_sync_debug_mode on a real GPU"):
         return
     check_sync_points(sync_points)
-    _compare_sync_points(sync_points, measured_sync_points(), "torch.cuda.set_sync_debug_mode on this GPU")
+    _compare_sync_points(
+        sync_points, measured_sync_points(), "torch.cuda.set_sync_debug_mode on this GPU"
+    )
     passed("SYNC_POINTS matches what this GPU reports")
-
-
-def median_ms(samples_s: list[float]) -> float:
-    """Median of timings given in seconds, in milliseconds (helper for demos)."""
-    return statistics.median(samples_s) * 1000.0

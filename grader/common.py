@@ -101,7 +101,9 @@ def call_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: An
     except CheckFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - every student error becomes a message
-        shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
+        shown = ", ".join(
+            [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+        )
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         raise CheckFailed(
             f"{label}({shown}) raised {last}\n"
@@ -124,7 +126,12 @@ def expect_raises(
     except exc_type as exc:
         return exc
     except Exception as exc:  # noqa: BLE001
-        fail(what, yours=f"raised {type(exc).__name__}: {exc}", expected=f"raises {exc_type.__name__}", cause=cause)
+        fail(
+            what,
+            yours=f"raised {type(exc).__name__}: {exc}",
+            expected=f"raises {exc_type.__name__}",
+            cause=cause,
+        )
     fail(what, yours=f"returned {value!r}", expected=f"raises {exc_type.__name__}", cause=cause)
     raise AssertionError("unreachable")
 

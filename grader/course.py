@@ -26,7 +26,9 @@ WORK = REPO / "grader" / "work"
 def assignments() -> list[str]:
     """Assignment ids in course order: the folders of ``solutions/`` holding a notebook."""
     if not SOLUTIONS.is_dir():
-        raise FileNotFoundError(f"no solutions/ folder at {SOLUTIONS}: run from a full course checkout")
+        raise FileNotFoundError(
+            f"no solutions/ folder at {SOLUTIONS}: run from a full course checkout"
+        )
     return sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").is_file())
 
 
@@ -38,7 +40,9 @@ def check_assignment(assignment_id: str) -> str:
     """
     known = assignments()
     if assignment_id not in known:
-        raise ValueError(f"unknown assignment {assignment_id!r}; the course has: {', '.join(known)}")
+        raise ValueError(
+            f"unknown assignment {assignment_id!r}; the course has: {', '.join(known)}"
+        )
     return assignment_id
 
 
@@ -120,7 +124,11 @@ def reference(assignment_id: str) -> types.SimpleNamespace:
     nb = read(source_path(assignment_id))
     namespace: dict = {"__name__": f"reference_{assignment_id}"}
     for cell in solution_cells(nb):
-        code = compile(strip_solution_markers(cell.source), f"<reference {assignment_id}:{nbgrader_meta(cell)['grade_id']}>", "exec")
+        code = compile(
+            strip_solution_markers(cell.source),
+            f"<reference {assignment_id}:{nbgrader_meta(cell)['grade_id']}>",
+            "exec",
+        )
         exec(code, namespace)  # noqa: S102 - the course's own reference solutions
     namespace.pop("__builtins__", None)
     return types.SimpleNamespace(**namespace)

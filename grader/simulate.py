@@ -71,13 +71,17 @@ class SimulatedCuda:
 
     # --- stand-ins for torch.cuda / torch.accelerator functions -------------------
     def _check_index(self, device=None) -> int:
-        index = 0 if device is None else (device.index if isinstance(device, torch.device) else device)
+        index = (
+            0 if device is None else (device.index if isinstance(device, torch.device) else device)
+        )
         if isinstance(index, str):
             index = torch.device(index).index or 0
         if index is None:
             index = 0
         if not 0 <= int(index) < self.device_count:
-            raise AssertionError(f"Invalid device id {index}: the simulated machine has {self.device_count} GPU(s)")
+            raise AssertionError(
+                f"Invalid device id {index}: the simulated machine has {self.device_count} GPU(s)"
+            )
         return int(index)
 
     def get_device_name(self, device=None) -> str:
@@ -96,7 +100,9 @@ class _SimEvent:
 
     sim: SimulatedCuda  # set on the subclass made per simulation
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    def __init__(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ):
         self.enable_timing = enable_timing
         self.time: float | None = None
 
@@ -154,7 +160,9 @@ def _sleep_until(deadline: float) -> None:
 
 
 @contextlib.contextmanager
-def simulated_cuda(device_count: int = 1, name: str = "Simulated GPU (course stand-in)") -> Iterator[SimulatedCuda]:
+def simulated_cuda(
+    device_count: int = 1, name: str = "Simulated GPU (course stand-in)"
+) -> Iterator[SimulatedCuda]:
     """Make this process look like a machine with ``device_count`` asynchronous GPUs.
 
     Inside the ``with`` block ``torch.cuda.is_available()`` is True (when
@@ -174,7 +182,9 @@ def simulated_cuda(device_count: int = 1, name: str = "Simulated GPU (course sta
         RuntimeError: when a real CUDA device is present (the simulation would hide it).
     """
     if torch.cuda.is_available():
-        raise RuntimeError("simulated_cuda() is for machines without a GPU; use the real device here")
+        raise RuntimeError(
+            "simulated_cuda() is for machines without a GPU; use the real device here"
+        )
     sim = SimulatedCuda(device_count, name)
     event_cls = type("Event", (_SimEvent,), {"sim": sim})
     stream = _SimStream(sim)
@@ -197,7 +207,9 @@ def simulated_cuda(device_count: int = 1, name: str = "Simulated GPU (course sta
             "is_available": lambda: available,
             "device_count": lambda: device_count,
             "synchronize": sim.synchronize,
-            "current_accelerator": lambda check_available=False: torch.device("cuda") if available else None,
+            "current_accelerator": lambda check_available=False: (
+                torch.device("cuda") if available else None
+            ),
         }.items():
             if hasattr(accel, attr):
                 patches.append(mock.patch.object(accel, attr, value))
