@@ -1,0 +1,429 @@
+"""The instructor pipeline on top of nbgrader's API: release, autograde, feedback, export.
+
+Everything goes through :class:`nbgrader.apps.NbGraderAPI` (or nbgrader's own export
+plugin and gradebook); this module only chooses folders, adds a progress bar and turns
+nbgrader's results into a report an instructor can read.
+
+Folders (see :func:`course_config`): sources in ``solutions/``, the committed student
+release in ``notebooks/``, and the instructor's working folders under ``grader/work/``
+(git-ignored): ``submitted/<student>/<assignment>/``, ``autograded/``, ``feedback/``
+and ``gradebook.db``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import filecmp
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import torch
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.plugins.export import CsvExportPlugin
+from tqdm.auto import tqdm
+from traitlets.config import Config
+
+from . import course
+from .common import GRADING_ENV
+
+COURSE_ID = "gpu-parallel-pytorch"
+#: Seconds a single cell may run under autograde before it is interrupted (scores 0).
+CELL_TIMEOUT_S = 600
+
+
+class PipelineError(RuntimeError):
+    """An instructor command could not do what was asked (the message says what to do)."""
+
+
+def course_config(work: Path | None = None, submitted: Path | None = None) -> Config:
+    """The nbgrader configuration of the course.
+
+    Args:
+        work: Instructor working folder (default ``grader/work``) holding ``autograded/``,
+            ``feedback/`` and ``gradebook.db``.
+        submitted: Folder of submissions laid out ``<student>/<assignment>/<notebook>.ipynb``
+            (default ``<work>/submitted``, where ``nbgrader collect`` puts them).
+
+    Returns:
+        A traitlets Config for ``NbGraderAPI`` and nbgrader's apps.
+    """
+    work = Path(work or course.WORK).resolve()
+    c = Config()
+    c.CourseDirectory.course_id = COURSE_ID
+    c.CourseDirectory.root = str(course.REPO)
+    c.CourseDirectory.source_directory = "solutions"
+    c.CourseDirectory.release_directory = "notebooks"
+    c.CourseDirectory.submitted_directory = str(Path(submitted).resolve() if submitted else work / "submitted")
+    c.CourseDirectory.autograded_directory = str(work / "autograded")
+    c.CourseDirectory.feedback_directory = str(work / "feedback")
+    c.CourseDirectory.db_url = f"sqlite:///{work / 'gradebook.db'}"
+    c.Execute.timeout = CELL_TIMEOUT_S
+    # A deleted test cell is put back from the gradebook (and scores what it scores), not skipped.
+    c.OverwriteCells.add_missing_cells = True
+    return c
+
+
+def api_for(config: Config) -> NbGraderAPI:
+    """An ``NbGraderAPI`` bound to ``config`` (creating the working folders)."""
+    for key in ("autograded_directory", "feedback_directory"):
+        Path(config.CourseDirectory[key]).mkdir(parents=True, exist_ok=True)
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def _require_success(result: dict, what: str) -> None:
+    if not result.get("success"):
+        detail = (result.get("error") or result.get("log") or "no log").strip().splitlines()[-15:]
+        raise PipelineError(f"{what} failed:\n" + "\n".join(detail))
+
+
+# --------------------------------------------------------------------------- release
+def generate(assignment_id: str, dest: Path, *, config: Config | None = None, use_db: bool = False) -> Path:
+    """Generate the student version of one assignment into ``dest/<assignment_id>/``.
+
+    Args:
+        assignment_id: e.g. ``"01_devices"``.
+        dest: Folder that receives the assignment folder.
+        config: Course config (default :func:`course_config`).
+        use_db: Also record the assignment and its (hidden) test cells in the
+            gradebook, which autograding needs.
+
+    Returns:
+        The generated notebook's path.
+
+    Raises:
+        PipelineError: nbgrader reported a failure.
+    """
+    course.check_assignment(assignment_id)
+    c = Config(config or course_config())
+    c.CourseDirectory.release_directory = str(Path(dest).resolve())
+    # The same two settings as nbgrader's own `generate_assignment --no-db` flag.
+    c.GenerateAssignment.no_database = not use_db
+    c.SaveCells.enabled = use_db
+    result = api_for(c).generate_assignment(assignment_id, force=True, create=True)
+    _require_success(result, f"nbgrader generate_assignment {assignment_id}")
+    out = Path(dest) / assignment_id / f"{assignment_id}.ipynb"
+    if not out.is_file():
+        raise PipelineError(f"nbgrader reported success but wrote no {out}")
+    return out
+
+
+def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False) -> list[str]:
+    """Regenerate ``notebooks/`` from ``solutions/`` (or, with ``check``, compare only).
+
+    Generation goes to a temporary folder first, so a failure leaves the committed
+    release untouched.
+
+    Args:
+        assignment_ids: Assignments to process (default: all).
+        check: Do not write; report which assignments differ from a fresh generation.
+
+    Returns:
+        The assignments whose committed release differed (and, without ``check``,
+        was rewritten).
+
+    Raises:
+        PipelineError: a source notebook has outputs, or generation failed.
+    """
+    ids = list(assignment_ids or course.assignments())
+    for aid in ids:
+        problems = source_problems(aid)
+        if problems:
+            raise PipelineError(
+                f"solutions/{aid} is not clean ({'; '.join(problems)}). "
+                "Run `python -m grader clean` to strip outputs and execution metadata."
+            )
+    changed = []
+    with tempfile.TemporaryDirectory(prefix="release-") as tmp:
+        for aid in tqdm(ids, desc="generate release", unit="notebook", disable=None):
+            generate(aid, Path(tmp))
+            fresh, committed = Path(tmp) / aid, course.NOTEBOOKS / aid
+            if not committed.is_dir() or _dirs_differ(fresh, committed):
+                changed.append(aid)
+                if not check:
+                    if committed.exists():
+                        shutil.rmtree(committed)
+                    shutil.copytree(fresh, committed)
+    return changed
+
+
+def _dirs_differ(a: Path, b: Path) -> bool:
+    cmp = filecmp.dircmp(a, b)
+    if cmp.left_only or cmp.right_only or cmp.funny_files:
+        return True
+    _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
+    return bool(mismatch or errors) or any(_dirs_differ(a / d, b / d) for d in cmp.common_dirs)
+
+
+def source_problems(assignment_id: str) -> list[str]:
+    """Why a source notebook is not clean: outputs, execution counts or timing metadata.
+
+    Returns:
+        One string per problem; empty when clean.
+    """
+    nb = course.read(course.source_path(assignment_id))
+    problems = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.get("outputs"):
+            problems.append(f"cell {cell.get('id')} has outputs")
+        if cell.get("execution_count") is not None:
+            problems.append(f"cell {cell.get('id')} has an execution count")
+        if "execution" in cell.get("metadata", {}):
+            problems.append(f"cell {cell.get('id')} has execution timing metadata")
+    if not all(cell.get("id") for cell in nb.cells):
+        problems.append("a cell has no pinned id")
+    return problems
+
+
+def clean_sources(assignment_ids: Iterable[str] | None = None) -> list[str]:
+    """Strip outputs, execution counts and execution metadata from source notebooks,
+    keeping nbgrader metadata and cell ids.
+
+    Returns:
+        The assignments whose source changed.
+    """
+    changed = []
+    for aid in assignment_ids or course.assignments():
+        path = course.source_path(aid)
+        nb = course.read(path)
+        before = nbformat.writes(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = None
+            cell.metadata.pop("execution", None)
+            cell.metadata.pop("collapsed", None)
+            cell.metadata.pop("scrolled", None)
+        nb.metadata.pop("widgets", None)
+        nb.metadata["language_info"] = {"name": "python"}
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, str(path))
+            changed.append(aid)
+    return changed
+
+
+# --------------------------------------------------------------------------- autograde
+@dataclass
+class Outcome:
+    """What happened to one student's assignment under autograde."""
+
+    student: str
+    assignment: str
+    status: str  # "graded", "autograde failed", "no submission"
+    score: float = 0.0
+    max_score: float = 0.0
+    failed_cells: list[str] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)
+    detail: str = ""
+
+
+def cuda_cells() -> dict[str, list[str]]:
+    """Grade ids of the test cells that need a CUDA GPU, per assignment."""
+    out = {}
+    for aid in course.assignments():
+        cells = [t.grade_id for t in course.test_cells(course.read(course.source_path(aid))) if t.needs_cuda]
+        if cells:
+            out[aid] = cells
+    return out
+
+
+def refuse_without_gpu(assignment_ids: Iterable[str], cpu_ok: bool) -> None:
+    """Refuse to grade CUDA checks on a machine without a GPU unless told to accept zeros.
+
+    Raises:
+        PipelineError: no CUDA GPU, CUDA-only cells exist and ``cpu_ok`` is False.
+    """
+    if torch.cuda.is_available() or cpu_ok:
+        return
+    cells = {aid: ids for aid, ids in cuda_cells().items() if aid in set(assignment_ids)}
+    if cells:
+        listing = "; ".join(f"{aid}: {', '.join(ids)}" for aid, ids in cells.items())
+        points = sum(
+            t.points
+            for aid in cells
+            for t in course.test_cells(course.read(course.source_path(aid)))
+            if t.needs_cuda
+        )
+        raise PipelineError(
+            "This machine has no CUDA GPU, so these test cells cannot be checked and would score 0 "
+            f"({points:g} points per student): {listing}.\n"
+            "Grade on a GPU machine, or pass --cpu-ok to accept that those cells score 0 "
+            "(the report lists them as not checked)."
+        )
+
+
+@contextlib.contextmanager
+def grading_environment() -> Iterator[None]:
+    """Set the grading-mode variable that the notebook kernels inherit."""
+    saved = os.environ.get(GRADING_ENV)
+    os.environ[GRADING_ENV] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(GRADING_ENV, None)
+        else:
+            os.environ[GRADING_ENV] = saved
+
+
+def submissions_in(submitted: Path) -> list[tuple[str, str]]:
+    """(student, assignment) pairs found under a submissions folder, sorted.
+
+    Raises:
+        PipelineError: the folder does not exist.
+    """
+    submitted = Path(submitted)
+    if not submitted.is_dir():
+        raise PipelineError(
+            f"no submissions folder at {submitted}: expected <student>/<assignment>/<assignment>.ipynb inside"
+        )
+    known = set(course.assignments())
+    pairs = []
+    for student_dir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for assignment_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
+            if assignment_dir.name in known:
+                pairs.append((student_dir.name, assignment_dir.name))
+    return pairs
+
+
+def autograde(
+    submitted: Path | None = None,
+    *,
+    work: Path | None = None,
+    assignment_ids: Iterable[str] | None = None,
+    cpu_ok: bool = False,
+    progress: bool = True,
+) -> list[Outcome]:
+    """Autograde every submission in a folder with nbgrader, one student at a time.
+
+    Args:
+        submitted: ``<student>/<assignment>/<assignment>.ipynb`` folder (default
+            ``<work>/submitted``).
+        work: Instructor working folder (default ``grader/work``).
+        assignment_ids: Only these assignments (default: all found).
+        cpu_ok: Accept that CUDA-only cells score 0 on a machine without a GPU.
+        progress: Show a tqdm progress bar.
+
+    Returns:
+        One :class:`Outcome` per (student, assignment), in order.
+
+    Raises:
+        PipelineError: no GPU and not ``cpu_ok``, or the gradebook could not be prepared.
+    """
+    config = course_config(work, submitted)
+    submitted_dir = Path(config.CourseDirectory.submitted_directory)
+    pairs = submissions_in(submitted_dir)
+    wanted = set(assignment_ids) if assignment_ids else {a for _, a in pairs}
+    for aid in wanted:
+        course.check_assignment(aid)
+    pairs = [(s, a) for s, a in pairs if a in wanted]
+    refuse_without_gpu(wanted, cpu_ok)
+    api = api_for(config)
+    with tempfile.TemporaryDirectory(prefix="gradebook-release-") as tmp:
+        for aid in sorted(wanted):  # records test cells (hidden ones too) in the gradebook
+            generate(aid, Path(tmp), config=config, use_db=True)
+    outcomes = []
+    with grading_environment():
+        for student, aid in tqdm(pairs, desc="autograde", unit="notebook", disable=not progress):
+            result = api.autograde(aid, student, force=True, create=True)
+            if result.get("success"):
+                outcomes.append(read_outcome(config, student, aid))
+            else:
+                log = (result.get("error") or result.get("log") or "").strip().splitlines()
+                outcomes.append(Outcome(student, aid, "autograde failed", detail="\n".join(log[-5:])))
+    return outcomes
+
+
+def read_outcome(config: Config, student: str, assignment_id: str) -> Outcome:
+    """Score, failed cells and not-checked cells of one autograded submission."""
+    with Gradebook(config.CourseDirectory.db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment_id, student)
+        except MissingEntry:
+            return Outcome(student, assignment_id, "no submission")
+        failed = []
+        for nb in sub.notebooks:
+            for grade in nb.grades:
+                if grade.max_score and (grade.score or 0) < grade.max_score:
+                    failed.append(grade.name)
+        outcome = Outcome(student, assignment_id, "graded", float(sub.score), float(sub.max_score), sorted(failed))
+    autograded = Path(config.CourseDirectory.autograded_directory) / student / assignment_id / f"{assignment_id}.ipynb"
+    if autograded.is_file():
+        outcome.not_checked = not_checked_cells(course.read(autograded))
+    return outcome
+
+
+def not_checked_cells(nb) -> list[str]:
+    """Grade ids of cells that raised NotCheckedWithoutCuda (CUDA checks on a CPU)."""
+    out = []
+    for cell in nb.cells:
+        meta = course.nbgrader_meta(cell)
+        if cell.cell_type == "code" and meta.get("grade"):
+            if any(o.get("ename") == "NotCheckedWithoutCuda" for o in cell.get("outputs", [])):
+                out.append(meta["grade_id"])
+    return out
+
+
+# --------------------------------------------------------------------------- feedback, export
+def feedback(work: Path | None = None, *, progress: bool = True) -> list[Path]:
+    """Generate HTML feedback for every autograded submission.
+
+    Returns:
+        Paths of the feedback files written.
+
+    Raises:
+        PipelineError: nothing has been autograded yet, or nbgrader failed.
+    """
+    config = course_config(work)
+    autograded = Path(config.CourseDirectory.autograded_directory)
+    pairs = submissions_in(autograded) if autograded.is_dir() else []
+    if not pairs:
+        raise PipelineError(f"nothing autograded under {autograded}: run `python -m grader autograde` first")
+    api = api_for(config)
+    written = []
+    for student, aid in tqdm(pairs, desc="feedback", unit="notebook", disable=not progress):
+        _require_success(api.generate_feedback(aid, student, force=True), f"feedback for {student}/{aid}")
+        written.extend(sorted((Path(config.CourseDirectory.feedback_directory) / student / aid).glob("*.html")))
+    return written
+
+
+def export_csv(to: Path, work: Path | None = None) -> Path:
+    """Export all grades to CSV with nbgrader's own CSV exporter.
+
+    Returns:
+        The CSV path.
+
+    Raises:
+        PipelineError: there is no gradebook yet.
+    """
+    config = course_config(work)
+    db = Path(config.CourseDirectory.db_url.removeprefix("sqlite:///"))
+    if not db.is_file():
+        raise PipelineError(f"no gradebook at {db}: run `python -m grader autograde` first")
+    to = Path(to).resolve()
+    to.parent.mkdir(parents=True, exist_ok=True)
+    with Gradebook(config.CourseDirectory.db_url) as gb:
+        CsvExportPlugin(to=str(to)).export(gb)
+    return to
+
+
+def format_report(outcomes: list[Outcome]) -> str:
+    """A plain-text table: one line per student and assignment."""
+    lines = [f"{'student':<16} {'assignment':<14} {'score':>11}  status / notes"]
+    for o in outcomes:
+        score = f"{o.score:g}/{o.max_score:g}" if o.status == "graded" else "-"
+        notes = o.status
+        if o.not_checked:
+            notes += f"; not checked (needs a GPU): {', '.join(o.not_checked)}"
+        if o.detail:
+            notes += f"; {o.detail.splitlines()[-1]}"
+        lines.append(f"{o.student:<16} {o.assignment:<14} {score:>11}  {notes}")
+    return "\n".join(lines)
