@@ -321,6 +321,9 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
         expected = torch.stack([loss_fn(model(x), y) for x, y in batches]).mean()
     with SyncRecorder() as rec, contextlib.redirect_stdout(io.StringIO()) as printed:
         value = call_student(mean_loss_without_sync, model, batches, loss_fn)
+    if printed.getvalue():
+        print(printed.getvalue(), end="")
+    _require_mean_loss(value, expected, torch.device("cpu"))
     require(
         not rec.calls,
         "mean_loss_without_sync made calls that, on a GPU, make the CPU wait for the GPU",
@@ -328,9 +331,6 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
         expected="none: keep everything on the device until the caller asks for the number",
         cause="no .item()/float()/print(loss) per batch: add the 0-d loss tensors (detached) and divide once",
     )
-    if printed.getvalue():
-        print(printed.getvalue(), end="")
-    _require_mean_loss(value, expected, torch.device("cpu"))
     passed("mean_loss_without_sync returns the right 0-d tensor without synchronizing calls")
 
 

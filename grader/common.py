@@ -147,5 +147,5 @@ def default_device() -> torch.device:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    text = " ".join(repr(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

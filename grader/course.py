@@ -128,6 +128,7 @@ def reference(assignment_id: str) -> types.SimpleNamespace:
             strip_solution_markers(cell.source),
             f"<reference {assignment_id}:{nbgrader_meta(cell)['grade_id']}>",
             "exec",
+            dont_inherit=True,  # no `from __future__ import annotations` from this module
         )
         exec(code, namespace)  # noqa: S102 - the course's own reference solutions
     namespace.pop("__builtins__", None)

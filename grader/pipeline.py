@@ -16,6 +16,7 @@ import contextlib
 import filecmp
 import os
 import shutil
+import sysconfig
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -60,7 +61,9 @@ def course_config(work: Path | None = None, submitted: Path | None = None) -> Co
     c.CourseDirectory.root = str(course.REPO)
     c.CourseDirectory.source_directory = "solutions"
     c.CourseDirectory.release_directory = "notebooks"
-    c.CourseDirectory.submitted_directory = str(Path(submitted).resolve() if submitted else work / "submitted")
+    c.CourseDirectory.submitted_directory = str(
+        Path(submitted).resolve() if submitted else work / "submitted"
+    )
     c.CourseDirectory.autograded_directory = str(work / "autograded")
     c.CourseDirectory.feedback_directory = str(work / "feedback")
     c.CourseDirectory.db_url = f"sqlite:///{work / 'gradebook.db'}"
@@ -70,21 +73,44 @@ def course_config(work: Path | None = None, submitted: Path | None = None) -> Co
     return c
 
 
+def _scripts_on_path() -> None:
+    """Put this interpreter's scripts folder on PATH.
+
+    nbgrader runs the ``alembic`` executable to create or upgrade a gradebook; when the
+    course's virtual environment is used without being activated
+    (``.venv/bin/python -m grader ...``) that folder is not on PATH otherwise.
+    """
+    scripts = sysconfig.get_path("scripts")
+    if scripts and scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+
 def api_for(config: Config) -> NbGraderAPI:
     """An ``NbGraderAPI`` bound to ``config`` (creating the working folders)."""
+    _scripts_on_path()
     for key in ("autograded_directory", "feedback_directory"):
         Path(config.CourseDirectory[key]).mkdir(parents=True, exist_ok=True)
     return NbGraderAPI(CourseDirectory(config=config), config=config)
 
 
 def _require_success(result: dict, what: str) -> None:
+    """Raise with nbgrader's own error lines when an API call reports failure."""
     if not result.get("success"):
-        detail = (result.get("error") or result.get("log") or "no log").strip().splitlines()[-15:]
-        raise PipelineError(f"{what} failed:\n" + "\n".join(detail))
+        log = (result.get("log") or "").strip().splitlines()
+        # nbgrader logs the real cause (an exception line) before its generic summary.
+        causes = [
+            line.strip()
+            for line in log
+            if "Error" in line or "Exception" in line or line.startswith("[ERROR]")
+        ]
+        detail = causes[-8:] or (result.get("error") or "no log").strip().splitlines()[-8:]
+        raise PipelineError(f"{what} failed:\n  " + "\n  ".join(detail))
 
 
 # --------------------------------------------------------------------------- release
-def generate(assignment_id: str, dest: Path, *, config: Config | None = None, use_db: bool = False) -> Path:
+def generate(
+    assignment_id: str, dest: Path, *, config: Config | None = None, use_db: bool = False
+) -> Path:
     """Generate the student version of one assignment into ``dest/<assignment_id>/``.
 
     Args:
@@ -229,7 +255,11 @@ def cuda_cells() -> dict[str, list[str]]:
     """Grade ids of the test cells that need a CUDA GPU, per assignment."""
     out = {}
     for aid in course.assignments():
-        cells = [t.grade_id for t in course.test_cells(course.read(course.source_path(aid))) if t.needs_cuda]
+        cells = [
+            t.grade_id
+            for t in course.test_cells(course.read(course.source_path(aid)))
+            if t.needs_cuda
+        ]
         if cells:
             out[aid] = cells
     return out
@@ -287,7 +317,9 @@ def submissions_in(submitted: Path) -> list[tuple[str, str]]:
         )
     known = set(course.assignments())
     pairs = []
-    for student_dir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for student_dir in sorted(
+        p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith(".")
+    ):
         for assignment_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
             if assignment_dir.name in known:
                 pairs.append((student_dir.name, assignment_dir.name))
@@ -338,7 +370,9 @@ def autograde(
                 outcomes.append(read_outcome(config, student, aid))
             else:
                 log = (result.get("error") or result.get("log") or "").strip().splitlines()
-                outcomes.append(Outcome(student, aid, "autograde failed", detail="\n".join(log[-5:])))
+                outcomes.append(
+                    Outcome(student, aid, "autograde failed", detail="\n".join(log[-5:]))
+                )
     return outcomes
 
 
@@ -354,8 +388,15 @@ def read_outcome(config: Config, student: str, assignment_id: str) -> Outcome:
             for grade in nb.grades:
                 if grade.max_score and (grade.score or 0) < grade.max_score:
                     failed.append(grade.name)
-        outcome = Outcome(student, assignment_id, "graded", float(sub.score), float(sub.max_score), sorted(failed))
-    autograded = Path(config.CourseDirectory.autograded_directory) / student / assignment_id / f"{assignment_id}.ipynb"
+        outcome = Outcome(
+            student, assignment_id, "graded", float(sub.score), float(sub.max_score), sorted(failed)
+        )
+    autograded = (
+        Path(config.CourseDirectory.autograded_directory)
+        / student
+        / assignment_id
+        / f"{assignment_id}.ipynb"
+    )
     if autograded.is_file():
         outcome.not_checked = not_checked_cells(course.read(autograded))
     return outcome
@@ -386,12 +427,18 @@ def feedback(work: Path | None = None, *, progress: bool = True) -> list[Path]:
     autograded = Path(config.CourseDirectory.autograded_directory)
     pairs = submissions_in(autograded) if autograded.is_dir() else []
     if not pairs:
-        raise PipelineError(f"nothing autograded under {autograded}: run `python -m grader autograde` first")
+        raise PipelineError(
+            f"nothing autograded under {autograded}: run `python -m grader autograde` first"
+        )
     api = api_for(config)
     written = []
     for student, aid in tqdm(pairs, desc="feedback", unit="notebook", disable=not progress):
-        _require_success(api.generate_feedback(aid, student, force=True), f"feedback for {student}/{aid}")
-        written.extend(sorted((Path(config.CourseDirectory.feedback_directory) / student / aid).glob("*.html")))
+        _require_success(
+            api.generate_feedback(aid, student, force=True), f"feedback for {student}/{aid}"
+        )
+        written.extend(
+            sorted((Path(config.CourseDirectory.feedback_directory) / student / aid).glob("*.html"))
+        )
     return written
 
 

@@ -1,0 +1,21 @@
+"""time_gpu skips the warm-up calls, so a slow first call is timed."""
+
+# fails: test_time_gpu, test_time_gpu_cuda
+# %% time_gpu
+import statistics
+import time
+
+import torch
+
+
+def time_gpu(fn, *args, warmup=3, repeat=10):
+    times = []
+    for _ in range(repeat):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)

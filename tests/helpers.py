@@ -1,0 +1,43 @@
+"""Helpers shared by the chapter tests."""
+
+from __future__ import annotations
+
+import torch
+
+from grader import course, samples
+
+
+def sample_params(assignment: str):
+    """pytest params: one per sample answer of an assignment, with its name as id."""
+    import pytest
+
+    return [pytest.param(s, id=s.name) for s in samples.load_samples(assignment)]
+
+
+def assert_sample_scores_as_declared(sample: samples.Sample) -> None:
+    """Grade the sample in-process (hidden tests included, grading mode) and compare
+    the failing test cells with the ones it declares."""
+    results = samples.run_test_cells(sample.assignment, sample.cells, only_for=set(sample.cells))
+    assert results, f"no test cells ran for {sample.name}"
+    gpu = torch.cuda.is_available()
+    failing = {k for k, v in results.items() if v}
+    expected = sample.expected_failures(gpu) & set(results)
+    if not gpu:
+        expected |= {k for k in results if k.endswith("_cuda")}
+    assert failing == expected, (
+        f"{sample.assignment}/{sample.name}: failing {sorted(failing)}, declared {sorted(expected)}\n"
+        + "\n".join(f"  {k}: {v}" for k, v in results.items() if v)
+    )
+    if sample.is_mistake:
+        checkable = sample.expected_failures(gpu) - (
+            {k for k in results if k.endswith("_cuda")} if not gpu else set()
+        )
+        assert checkable, (
+            f"{sample.name} loses points only in CUDA cells, so this machine cannot prove it: "
+            "give it a CPU-visible failure or mark the test cuda"
+        )
+
+
+def reference_fn(assignment: str, name: str):
+    """A function or constant of the reference solution."""
+    return getattr(course.reference(assignment), name)

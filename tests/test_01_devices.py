@@ -1,0 +1,108 @@
+"""01_devices: the checks accept the reference and written-differently answers, and reject
+every listed mistake with a teaching message. Fast, in-process, on the CPU."""
+
+import collections
+import inspect
+import os
+
+import pytest
+import torch
+
+from grader import ch01_devices as checks
+from grader.common import CheckFailed
+from grader.simulate import simulated_cuda
+
+from .helpers import assert_sample_scores_as_declared, reference_fn, sample_params
+
+A = "01_devices"
+
+
+@pytest.mark.parametrize(
+    "name, signature",
+    [
+        ("pick_device", "(preferred: str | None = None) -> torch.device"),
+        ("to_device", "(obj, device, non_blocking: bool = False)"),
+        ("seed_everything", "(seed: int) -> None"),
+        ("visible_gpu_count", "(cuda_visible_devices: str) -> int"),
+    ],
+)
+def test_reference_has_the_curriculum_signature(name, signature):
+    assert str(inspect.signature(reference_fn(A, name))) == signature
+
+
+@pytest.mark.parametrize(
+    "name", ["pick_device", "to_device", "seed_everything", "visible_gpu_count"]
+)
+def test_reference_passes_every_check(name, capsys):
+    fn = reference_fn(A, name)
+    getattr(checks, f"check_{name}")(fn)
+    hidden = getattr(checks, f"check_{name}_hidden", None)
+    if hidden:
+        hidden(fn)
+    getattr(checks, f"check_{name}_cuda")(fn)
+    out = capsys.readouterr().out
+    assert "OK:" in out
+    if not torch.cuda.is_available():
+        assert "NOT CHECKED here" in out
+
+
+@pytest.mark.parametrize("sample", sample_params(A))
+def test_sample_scores_as_declared(sample):
+    assert_sample_scores_as_declared(sample)
+
+
+def test_pick_device_message_names_available_devices():
+    def accepts_everything(preferred=None):
+        return torch.device(preferred or "cpu")
+
+    with pytest.raises(CheckFailed) as err:
+        checks.check_pick_device(accepts_everything)
+    text = str(err.value)
+    assert "Yours" in text and "Expected" in text and "Likely cause" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated machine is for CPU-only hosts")
+def test_reference_pick_device_on_simulated_gpus():
+    pick = reference_fn(A, "pick_device")
+    with simulated_cuda(device_count=2):
+        assert pick() == torch.device("cuda:0")
+        assert pick("cuda:1") == torch.device("cuda:1")
+        assert pick("cuda") == torch.device("cuda:0")
+        with pytest.raises(ValueError, match="cuda:0, cuda:1, cpu"):
+            pick("cuda:2")
+
+
+def test_to_device_keeps_namedtuple_and_does_not_mutate():
+    to_device = reference_fn(A, "to_device")
+    Pair = collections.namedtuple("Pair", "a b")
+    batch = [Pair(torch.ones(1), "x"), {"k": torch.zeros(2)}]
+    out = to_device(batch, "meta")
+    assert type(out[0]) is Pair and out[0].a.is_meta and out[0].b == "x"
+    assert batch[0].a.device.type == "cpu" and out is not batch
+
+
+def test_seed_check_names_the_forgotten_generator():
+    def torch_only(seed):
+        torch.manual_seed(seed)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+    with pytest.raises(CheckFailed, match="random.random"):
+        checks.check_seed_everything(torch_only)
+
+
+def test_visible_gpu_count_check_restores_nothing_it_did_not_change():
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    def sets_environ(value):
+        os.environ["CUDA_VISIBLE_DEVICES"] = value
+        return torch.cuda.device_count()
+
+    try:
+        with pytest.raises(CheckFailed, match="already initialised"):
+            checks.check_visible_gpu_count(sets_environ)
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before

@@ -1,0 +1,81 @@
+"""The CPU stand-ins: the simulated asynchronous GPU and the synchronization recorder."""
+
+import time
+
+import pytest
+import torch
+
+from grader.simulate import SyncRecorder, simulated_cuda
+
+pytestmark = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="simulated_cuda is for CPU-only machines"
+)
+
+
+def test_launch_is_asynchronous_and_synchronize_waits():
+    with simulated_cuda() as sim:
+        t0 = time.perf_counter()
+        sim.launch(40)
+        launched = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        finished = time.perf_counter() - t0
+    assert launched < 0.01
+    assert finished >= 0.039
+
+
+def test_events_measure_queued_work():
+    with simulated_cuda() as sim:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        sim.launch(30)
+        end.record()
+        with pytest.raises(RuntimeError, match="has not completed"):
+            start.elapsed_time(end)
+        end.synchronize()
+        assert start.elapsed_time(end) == pytest.approx(30, abs=5)
+
+
+def test_patches_are_undone_and_counts_are_reported():
+    real = torch.cuda.is_available
+    with simulated_cuda(device_count=3):
+        assert torch.cuda.is_available() and torch.cuda.device_count() == 3
+        assert torch.accelerator.device_count() == 3
+        with pytest.raises(AssertionError, match="Invalid device id 3"):
+            torch.cuda.get_device_name(3)
+    assert torch.cuda.is_available is real and not torch.cuda.is_available()
+
+
+def test_negative_durations_and_counts_are_refused():
+    with pytest.raises(ValueError):
+        with simulated_cuda(device_count=-1):
+            pass
+    with simulated_cuda() as sim, pytest.raises(ValueError):
+        sim.launch(-1)
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("x.sum().item()", ".item()"),
+        ("float(x.sum())", "float(tensor)"),
+        ("x.tolist()", ".tolist()"),
+        ("repr(x)", "printing or repr() of a tensor"),
+        ("bool(x.sum() > 0)", "bool(tensor) / if tensor: (a data-dependent branch)"),
+        ("x[x > 0]", "boolean-mask indexing x[mask] (output size depends on the data)"),
+        ("torch.nonzero(x)", "torch.nonzero (output size depends on the data)"),
+    ],
+)
+def test_recorder_flags_synchronizing_calls(code, expected):
+    x = torch.randn(8)
+    with SyncRecorder() as rec:
+        eval(code, {"x": x, "torch": torch})
+    assert expected in rec.calls
+
+
+def test_recorder_ignores_device_side_work():
+    x = torch.randn(8, 8)
+    with SyncRecorder() as rec:
+        y = torch.relu(x @ x).sum(dim=0)
+        y = y[torch.arange(3)]
+        _ = torch.where(y > 0, y, torch.zeros_like(y))
+    assert rec.calls == []
