@@ -157,7 +157,7 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
     Raises:
         PipelineError: a source notebook has outputs, or generation failed.
     """
-    ids = list(assignment_ids or course.assignments())
+    ids = [course.check_assignment(a) for a in (assignment_ids or course.assignments())]
     for aid in ids:
         problems = source_problems(aid)
         if problems:

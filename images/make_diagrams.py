@@ -24,12 +24,28 @@ def async_queue(path: Path) -> None:
         ax.add_patch(Rectangle((x, 2.0), 0.45, 0.6, color="tab:orange"))
         ax.text(x + 0.225, 2.3, label, ha="center", va="center", fontsize=7)
     ax.add_patch(Rectangle((3.1, 2.0), 2.7, 0.6, color="tab:red", alpha=0.25))
-    ax.text(4.45, 2.3, "CPU free: prepares the next batch\n(or blocks at .item())", ha="center", va="center", fontsize=7)
+    ax.text(
+        4.45,
+        2.3,
+        "CPU free: prepares the next batch\n(or blocks at .item())",
+        ha="center",
+        va="center",
+        fontsize=7,
+    )
     for (x, label), (lx, _) in zip(kernels, launches):
         ax.add_patch(Rectangle((x, 0.5), 1.1, 0.6, color="tab:green"))
         ax.text(x + 0.55, 0.8, label, ha="center", va="center", fontsize=7)
-        ax.add_artist(FancyArrowPatch((lx + 0.225, 2.0), (x + 0.2, 1.1), arrowstyle="->", mutation_scale=8, color="grey"))
-    ax.text(0.0, 2.95, "frontend (CPU: Python + dispatcher) enqueues kernel launches and returns at once", fontsize=8)
+        ax.add_artist(
+            FancyArrowPatch(
+                (lx + 0.225, 2.0), (x + 0.2, 1.1), arrowstyle="->", mutation_scale=8, color="grey"
+            )
+        )
+    ax.text(
+        0.0,
+        2.95,
+        "frontend (CPU: Python + dispatcher) enqueues kernel launches and returns at once",
+        fontsize=8,
+    )
     ax.text(0.0, 1.35, "backend (GPU stream) runs kernels in launch order, later", fontsize=8)
     ax.set(xlim=(0, 7.2), ylim=(0.2, 3.3), xlabel="time")
     ax.set_yticks([0.8, 2.3], ["GPU", "CPU"])
@@ -45,13 +61,27 @@ def cpu_vs_gpu(path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), dpi=120)
     ax = axes[0]
     for i in range(8):
-        ax.add_patch(Rectangle(((i % 4) * 1.0 + 0.1, (i // 4) * 1.0 + 0.1), 0.8, 0.8, color="tab:blue"))
-    ax.set(xlim=(0, 4), ylim=(0, 2), title="CPU: few large cores\n(caches, branch prediction; low latency)")
+        ax.add_patch(
+            Rectangle(((i % 4) * 1.0 + 0.1, (i // 4) * 1.0 + 0.1), 0.8, 0.8, color="tab:blue")
+        )
+    ax.set(
+        xlim=(0, 4),
+        ylim=(0, 2),
+        title="CPU: few large cores\n(caches, branch prediction; low latency)",
+    )
     ax.axis("off")
     ax = axes[1]
     for i in range(32 * 8):
-        ax.add_patch(Rectangle(((i % 32) * 0.125 + 0.01, (i // 32) * 0.25 + 0.01), 0.1, 0.22, color="tab:green"))
-    ax.set(xlim=(0, 4), ylim=(0, 2), title="GPU: many simple lanes in warps of 32\n(H100 SXM: 132 SMs, 16,896 FP32 lanes)")
+        ax.add_patch(
+            Rectangle(
+                ((i % 32) * 0.125 + 0.01, (i // 32) * 0.25 + 0.01), 0.1, 0.22, color="tab:green"
+            )
+        )
+    ax.set(
+        xlim=(0, 4),
+        ylim=(0, 2),
+        title="GPU: many simple lanes in warps of 32\n(H100 SXM: 132 SMs, 16,896 FP32 lanes)",
+    )
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path)

@@ -1,0 +1,14 @@
+"""JupyterLab settings for the course, loaded when ``JUPYTER_CONFIG_PATH`` includes this folder
+(the README's start command sets it).
+
+The server's root is the repository, so the notebooks' links to ``images/`` resolve, and
+JupyterLab opens on ``notebooks/``. ``allow_root`` lets the course start in containers and
+cloud machines that run everything as root.
+"""
+
+from pathlib import Path
+
+c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
+c.ServerApp.root_dir = str(Path(__file__).resolve().parent.parent)
+c.LabApp.default_url = "/lab/tree/notebooks"
+c.ServerApp.allow_root = True

@@ -1,0 +1,186 @@
+"""The instructor pipeline with the real nbgrader: the sample class autograded once
+(reference, blank, every mistake, every written-differently answer), then the CLI's
+refusals, feedback and CSV export. Slow (minutes): it runs nbgrader autograde."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from grader import course, pipeline, samples
+
+pytestmark = pytest.mark.slow
+GPU = torch.cuda.is_available()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """`python -m grader demo` run once, as an instructor runs it, keeping its folder."""
+    root = tmp_path_factory.mktemp("demo")
+    work, report = root / "work", root / "demo.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "demo", "--keep", str(work), "--json", str(report)],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+        timeout=1800,
+    )
+    data = json.loads(report.read_text()) if report.is_file() else {"results": []}
+    cells = {(r["student"], r["assignment"]): r for r in data["results"]}
+    return {"proc": proc, "work": work, "cells": cells}
+
+
+def test_demo_exits_zero_and_prints_the_table(demo):
+    proc = demo["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Every score is as expected." in proc.stdout
+    assert "reference" in proc.stdout and "blank" in proc.stdout
+
+
+@pytest.mark.parametrize("aid", course.assignments())
+def test_reference_gets_every_point_this_machine_can_check(demo, aid):
+    r = demo["cells"][("reference", aid)]
+    nb = course.read(course.source_path(aid))
+    cuda_points = sum(t.points for t in course.test_cells(nb) if t.needs_cuda)
+    assert r["max_score"] == sum(t.points for t in course.test_cells(nb))
+    assert r["score"] == r["max_score"] - (0 if GPU else cuda_points)
+    assert sorted(r["not_checked"]) == (
+        [] if GPU else sorted(t.grade_id for t in course.test_cells(nb) if t.needs_cuda)
+    )
+
+
+@pytest.mark.parametrize("aid", course.assignments())
+def test_blank_copy_gets_zero(demo, aid):
+    assert demo["cells"][("blank", aid)]["score"] == 0
+
+
+@pytest.mark.parametrize("aid", course.assignments())
+def test_every_mistake_loses_exactly_its_points_and_every_alternative_gets_full_marks(demo, aid):
+    reference = demo["cells"][("reference", aid)]
+    students = [
+        st for st in samples.demo_class([aid]) if st.name.startswith(("mistakes_", "alternative_"))
+    ]
+    assert any(s.name.startswith("mistakes_") for s in students) and any(
+        s.name.startswith("alternative_") for s in students
+    )
+    for st in students:
+        r = demo["cells"][(st.name, aid)]
+        assert r["ok"], (
+            f"{st.name}/{aid}: failed {r['failed_cells']}, expected {r['expected_failed_cells']}"
+        )
+        if st.name.startswith("mistakes_"):
+            assert r["score"] < reference["score"], (
+                f"{st.name} ({st.samples}) lost no points on this machine"
+            )
+        else:
+            assert r["score"] == reference["score"]
+
+
+def test_every_sample_was_graded_by_nbgrader(demo):
+    graded = {name for st in samples.demo_class() for name in st.samples}
+    expected = {
+        f"{aid}/{s.name}" for aid in course.assignments() for s in samples.load_samples(aid)
+    }
+    assert graded == expected
+
+
+def test_feedback_and_csv_export(demo):
+    work = demo["work"]
+    for aid in course.assignments():
+        html = (work / "feedback" / "reference" / aid / f"{aid}.html").read_text()
+        assert "test_pick_device" in html or "test_time_gpu" in html
+    rows = list(csv.DictReader((work / "grades.csv").open()))
+    assert {(r["student_id"], r["assignment"]) for r in rows} >= {
+        ("reference", a) for a in course.assignments()
+    }
+    blank = [r for r in rows if r["student_id"] == "blank"]
+    assert blank and all(float(r["score"]) == 0 for r in blank)
+
+
+def test_cli_export_and_feedback_against_the_kept_gradebook(demo, tmp_path):
+    out = tmp_path / "grades.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "export", "--work", str(demo["work"]), "--to", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().startswith("assignment,duedate,timestamp,student_id")
+
+
+@pytest.mark.skipif(GPU, reason="the refusal is for machines without a GPU")
+def test_autograde_refuses_without_gpu_unless_told(tmp_path):
+    submitted = tmp_path / "submitted"
+    samples.write_class(
+        [st for st in samples.demo_class(["02_async"]) if st.name == "reference"], submitted
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "autograde",
+            str(submitted),
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    assert proc.returncode == 2
+    assert (
+        "no CUDA GPU" in proc.stderr
+        and "--cpu-ok" in proc.stderr
+        and "test_time_gpu_cuda" in proc.stderr
+    )
+
+
+def test_cli_reports_usage_errors_clearly(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "feedback", "--work", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    assert proc.returncode == 2 and "nothing autograded" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "autograde", str(tmp_path / "missing"), "--cpu-ok"],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    assert proc.returncode == 2 and "no submissions folder" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "release", "99_nope", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    assert proc.returncode == 2 and "unknown assignment" in proc.stderr
+
+
+def test_release_check_cli_passes_on_the_committed_release():
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "release", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "in sync" in proc.stdout
+
+
+def test_not_checked_cells_are_read_from_outputs():
+    nb = course.read(course.release_path("02_async"))
+    cell = next(
+        c for c in nb.cells if course.nbgrader_meta(c).get("grade_id") == "test_time_gpu_cuda"
+    )
+    cell.outputs = [
+        {"output_type": "error", "ename": "NotCheckedWithoutCuda", "evalue": "x", "traceback": []}
+    ]
+    assert pipeline.not_checked_cells(nb) == ["test_time_gpu_cuda"]

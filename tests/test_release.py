@@ -1,0 +1,95 @@
+"""The release: sources are clean, notebooks/ equals a fresh generation, and the student
+copies hide what they should and run as a student meets them."""
+
+import nbformat
+import pytest
+import torch
+from nbclient import NotebookClient
+
+from grader import course, pipeline
+
+ASSIGNMENTS = course.assignments()
+
+
+def test_every_curriculum_notebook_so_far_is_present():
+    assert {"01_devices", "02_async"} <= set(ASSIGNMENTS)
+
+
+@pytest.mark.parametrize("aid", ASSIGNMENTS)
+def test_source_is_clean(aid):
+    assert pipeline.source_problems(aid) == []
+
+
+def test_committed_release_equals_a_fresh_generation():
+    assert pipeline.release(check=True) == [], (
+        "run `python -m grader release` and commit notebooks/"
+    )
+
+
+@pytest.mark.parametrize("aid", ASSIGNMENTS)
+def test_student_copy_hides_solutions_and_hidden_tests(aid):
+    nb = course.read(course.release_path(aid))
+    text = nbformat.writes(nb)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert "_hidden(" not in text
+    for cell in course.solution_cells(nb):
+        assert "raise NotImplementedError()" in cell.source
+    assert "generated from the instructor" in nb.cells[0].source, (
+        "the first cell carries the do-not-edit banner"
+    )
+
+
+@pytest.mark.parametrize("aid", ASSIGNMENTS)
+def test_every_exercise_has_cpu_and_cuda_test_cells_with_points(aid):
+    nb = course.read(course.source_path(aid))
+    tests = {t.grade_id: t for t in course.test_cells(nb)}
+    for cell in course.solution_cells(nb):
+        sid = course.nbgrader_meta(cell)["grade_id"]
+        assert f"test_{sid}" in tests, f"{sid} has no test cell"
+        assert tests[f"test_{sid}"].points > 0
+    assert all(t.points > 0 for t in tests.values())
+    assert all(t.source.lstrip().startswith('"""') for t in tests.values()), (
+        "test cells start with a docstring"
+    )
+
+
+@pytest.mark.parametrize("aid", ASSIGNMENTS)
+def test_student_copy_runs_until_the_exercises(aid, tmp_path):
+    """Demos run without error in the student copy; only the unsolved exercises' test cells
+    fail (NotImplementedError, or a check failure for a module-level answer)."""
+    nb = course.read(course.release_path(aid))
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        allow_errors=True,
+        resources={"metadata": {"path": str(course.NOTEBOOKS / aid)}},
+    )
+    client.execute()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        meta = course.nbgrader_meta(cell)
+        if meta.get("solution"):
+            # defining the function runs cleanly; a module-level answer raises at once
+            assert [e.ename for e in errors] in ([], ["NotImplementedError"]), (
+                f"{cell.id}: {errors}"
+            )
+        elif (
+            meta.get("grade")
+            and meta["grade_id"].endswith("_cuda")
+            and not torch.cuda.is_available()
+        ):
+            # Without a GPU a student's CUDA cell says it was not checked and passes (it scores 0
+            # under autograde: see test_pipeline.py).
+            text = "".join(o.get("text", "") for o in cell.outputs)
+            assert not errors and "NOT CHECKED here" in text, f"{cell.id}: {errors or text}"
+        elif meta.get("grade"):
+            assert errors, f"{cell.id} passes on the blank copy: a test that cannot fail"
+            assert errors[0].ename in {"NameError", "NotImplementedError", "CheckFailed"}, (
+                f"{cell.id}: {errors[0].ename}"
+            )
+        else:
+            assert not errors, (
+                f"demo cell {cell.id} fails in the student copy: {errors[0].ename}: {errors[0].evalue}"
+            )
