@@ -373,6 +373,36 @@ def check_mean_loss_without_sync_cuda(mean_loss_without_sync) -> None:
 
 
 # --------------------------------------------------------------------------- pipeline_time
+_ASYNC_CAUSE = (
+    "the seed's t1 + n*t2 + t3 holds only when the backend is the slower side; "
+    "in general the slower of frontend and backend sets the pace: t1 + (n-1)*max(t1, t2) + t2 + t3"
+)
+
+
+def _require_pipeline_result(got, expected: tuple[float, float], call: str, why: str = "") -> None:
+    require(
+        isinstance(got, tuple) and len(got) == 2,
+        f"{call} must return a (synchronous, asynchronous) tuple",
+        yours=got,
+        expected=expected,
+        cause="return two numbers as a tuple",
+    )
+    require(
+        math.isclose(got[0], expected[0], rel_tol=1e-9, abs_tol=1e-9),
+        f"synchronous total for {call}",
+        yours=got[0],
+        expected=expected[0],
+        cause="every operation waits for the previous one: n * (t1 + t2 + t3)",
+    )
+    require(
+        math.isclose(got[1], expected[1], rel_tol=1e-9, abs_tol=1e-9),
+        f"asynchronous total for {call}" + (f" ({why})" if why else ""),
+        yours=got[1],
+        expected=expected[1],
+        cause=_ASYNC_CAUSE,
+    )
+
+
 def check_pipeline_time(pipeline_time) -> None:
     """Check both totals, including the launch-bound case t1 > t2.
 
@@ -390,28 +420,8 @@ def check_pipeline_time(pipeline_time) -> None:
         ((0.01, 5.0, 0.2, 100), (521.0, 500.21), "backend-bound with a fast frontend"),
     ]
     for args, expected, why in cases:
-        got = call_student(pipeline_time, *args)
-        require(
-            isinstance(got, tuple) and len(got) == 2,
-            f"pipeline_time{args} must return a (synchronous, asynchronous) tuple",
-            yours=got,
-            expected=expected,
-            cause="return two numbers as a tuple",
-        )
-        require(
-            math.isclose(got[0], expected[0], rel_tol=1e-9, abs_tol=1e-9),
-            f"synchronous total for pipeline_time{args}",
-            yours=got[0],
-            expected=expected[0],
-            cause="every operation waits for the previous one: n * (t1 + t2 + t3)",
-        )
-        require(
-            math.isclose(got[1], expected[1], rel_tol=1e-9, abs_tol=1e-9),
-            f"asynchronous total for pipeline_time{args} ({why})",
-            yours=got[1],
-            expected=expected[1],
-            cause="the seed's t1 + n*t2 + t3 holds only when the backend is the slower side; "
-            "in general the slower of frontend and backend sets the pace: t1 + (n-1)*max(t1, t2) + t2 + t3",
+        _require_pipeline_result(
+            call_student(pipeline_time, *args), expected, f"pipeline_time{args}", why
         )
     passed("pipeline_time gives both totals, backend-bound and launch-bound")
 
@@ -423,23 +433,9 @@ def check_pipeline_time_hidden(pipeline_time) -> None:
         for t2 in (0.25, 1.0, 3.0):
             for t3 in (0.0, 0.7):
                 for n in (1, 2, 7, 1000):
-                    got, expected = call_student(pipeline_time, t1, t2, t3, n), ref(t1, t2, t3, n)
-                    require(
-                        isinstance(got, tuple) and len(got) == 2,
-                        f"pipeline_time({t1}, {t2}, {t3}, {n}) must return a 2-tuple",
-                        yours=got,
-                        expected=expected,
-                        cause="return (synchronous_total, asynchronous_total)",
-                    )
-                    require(
-                        all(
-                            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-                            for a, b in zip(got, expected)
-                        ),
-                        f"pipeline_time({t1}, {t2}, {t3}, {n})",
-                        yours=got,
-                        expected=expected,
-                        cause="the slower of frontend and backend sets the pace",
+                    got = call_student(pipeline_time, t1, t2, t3, n)
+                    _require_pipeline_result(
+                        got, ref(t1, t2, t3, n), f"pipeline_time({t1}, {t2}, {t3}, {n})"
                     )
     passed("pipeline_time agrees with the reference")
 

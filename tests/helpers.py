@@ -38,6 +38,14 @@ def assert_sample_scores_as_declared(sample: samples.Sample) -> None:
         )
 
 
+def run_every_check(checks_module, name: str, value) -> None:
+    """Run check_<name>, check_<name>_hidden and check_<name>_cuda (those that exist) on value."""
+    for suffix in ("", "_hidden", "_cuda"):
+        check = getattr(checks_module, f"check_{name}{suffix}", None)
+        if check is not None:
+            check(value)
+
+
 def reference_fn(assignment: str, name: str):
     """A function or constant of the reference solution."""
     return getattr(course.reference(assignment), name)

@@ -12,7 +12,7 @@ from grader import ch01_devices as checks
 from grader.common import CheckFailed
 from grader.simulate import simulated_cuda
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, sample_params
+from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
 A = "01_devices"
 
@@ -34,12 +34,7 @@ def test_reference_has_the_curriculum_signature(name, signature):
     "name", ["pick_device", "to_device", "seed_everything", "visible_gpu_count"]
 )
 def test_reference_passes_every_check(name, capsys):
-    fn = reference_fn(A, name)
-    getattr(checks, f"check_{name}")(fn)
-    hidden = getattr(checks, f"check_{name}_hidden", None)
-    if hidden:
-        hidden(fn)
-    getattr(checks, f"check_{name}_cuda")(fn)
+    run_every_check(checks, name, reference_fn(A, name))
     out = capsys.readouterr().out
     assert "OK:" in out
     if not torch.cuda.is_available():

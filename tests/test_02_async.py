@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from grader import ch02_async as checks
 from grader.common import CheckFailed
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, sample_params
+from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
 A = "02_async"
 
@@ -43,22 +43,12 @@ def test_cpu_recorder_agrees_with_the_answer_key():
 
 @pytest.mark.parametrize("name", ["time_gpu", "mean_loss_without_sync", "pipeline_time"])
 def test_reference_passes_every_check(name, capsys):
-    fn = reference_fn(A, name)
-    getattr(checks, f"check_{name}")(fn)
-    hidden = getattr(checks, f"check_{name}_hidden", None)
-    if hidden:
-        hidden(fn)
-    cuda = getattr(checks, f"check_{name}_cuda", None)
-    if cuda:
-        cuda(fn)
+    run_every_check(checks, name, reference_fn(A, name))
     assert "OK:" in capsys.readouterr().out
 
 
 def test_reference_sync_points_pass_every_check():
-    key = reference_fn(A, "SYNC_POINTS")
-    checks.check_sync_points(key)
-    checks.check_sync_points_hidden(key)
-    checks.check_sync_points_cuda(key)
+    run_every_check(checks, "sync_points", reference_fn(A, "SYNC_POINTS"))
 
 
 @pytest.mark.parametrize("sample", sample_params(A))
