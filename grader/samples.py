@@ -11,7 +11,8 @@ says what it does and header lines that say which test cells it must fail::
         ...
 
 ``# fails:`` applies everywhere; ``# fails-on-cpu:`` and ``# fails-on-gpu:`` add cells
-that fail only without or only with a CUDA GPU. A file with no ``fails`` line is a
+that fail only without or only with a CUDA GPU; ``# may-fail-on-gpu:`` names cells whose
+outcome on a real GPU depends on timing (a race that may or may not show in one run). A file with no ``fails`` line is a
 correct answer written differently from the reference: it must get full marks. On a
 machine without a GPU every CUDA-only cell (grade id ending ``_cuda``) fails for
 everyone under grading, so it is expected to fail there too.
@@ -39,7 +40,7 @@ from .common import CUDA_SUFFIX, GRADING_ENV
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 _CELL_RE = re.compile(r"^# %% (\S+)\s*$", re.MULTILINE)
-_FAILS_RE = re.compile(r"^# (fails|fails-on-cpu|fails-on-gpu):(.*)$", re.MULTILINE)
+_FAILS_RE = re.compile(r"^# (fails|fails-on-cpu|fails-on-gpu|may-fail-on-gpu):(.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Sample:
         fails: Test cells that fail on any machine.
         fails_on_cpu: Extra test cells that fail only without a GPU.
         fails_on_gpu: Extra test cells that fail only with a GPU.
+        may_fail_on_gpu: Cells that may fail or pass on a real GPU (a race).
     """
 
     assignment: str
@@ -63,6 +65,7 @@ class Sample:
     fails: frozenset[str] = frozenset()
     fails_on_cpu: frozenset[str] = frozenset()
     fails_on_gpu: frozenset[str] = frozenset()
+    may_fail_on_gpu: frozenset[str] = frozenset()
 
     @property
     def is_mistake(self) -> bool:
@@ -73,6 +76,10 @@ class Sample:
         """Test cells this answer fails under grading, on a machine with or without a GPU
         (the CUDA-only cells that every answer fails without a GPU excluded)."""
         return set(self.fails | (self.fails_on_gpu if gpu else self.fails_on_cpu))
+
+    def allowed_failures(self, gpu: bool) -> set[str]:
+        """Expected failures plus, on a GPU, the cells whose outcome there depends on timing."""
+        return self.expected_failures(gpu) | (set(self.may_fail_on_gpu) if gpu else set())
 
 
 def parse_sample(path: Path, assignment: str) -> Sample:
@@ -86,7 +93,7 @@ def parse_sample(path: Path, assignment: str) -> Sample:
     description = ast.get_docstring(module)
     if not description:
         raise ValueError(f"{path}: a sample starts with a docstring saying what the answer does")
-    fails = {"fails": set(), "fails-on-cpu": set(), "fails-on-gpu": set()}
+    fails = {"fails": set(), "fails-on-cpu": set(), "fails-on-gpu": set(), "may-fail-on-gpu": set()}
     for kind, ids in _FAILS_RE.findall(text):
         fails[kind].update(i.strip() for i in ids.split(",") if i.strip())
     parts = _CELL_RE.split(text)
@@ -109,6 +116,7 @@ def parse_sample(path: Path, assignment: str) -> Sample:
         frozenset(fails["fails"]),
         frozenset(fails["fails-on-cpu"]),
         frozenset(fails["fails-on-gpu"]),
+        frozenset(fails["may-fail-on-gpu"]),
     )
 
 
@@ -158,7 +166,7 @@ class Student:
     notebooks: dict[str, nbformat.NotebookNode] = field(default_factory=dict)
     expected: dict[str, dict[str, set[str]]] = field(
         default_factory=dict
-    )  # aid -> {"cpu"/"gpu": fails}
+    )  # aid -> {"cpu"/"gpu"/"gpu_may": cells}
     samples: list[str] = field(default_factory=list)
 
     def expected_failures(self, assignment: str, gpu: bool) -> set[str]:
@@ -168,6 +176,11 @@ class Student:
             nb = course.read(course.source_path(assignment))
             fails |= {t.grade_id for t in course.test_cells(nb) if t.needs_cuda}
         return fails
+
+    def allowed_failures(self, assignment: str, gpu: bool) -> set[str]:
+        """Expected failures plus, on a GPU, cells whose outcome there depends on timing."""
+        may = self.expected[assignment].get("gpu_may", set()) if gpu else set()
+        return self.expected_failures(assignment, gpu) | may
 
 
 def _pack(samples: list[Sample]) -> list[list[Sample]]:
@@ -216,6 +229,7 @@ def demo_class(assignments: list[str] | None = None) -> list[Student]:
                 st.expected[aid] = {
                     "cpu": set().union(*(s.expected_failures(gpu=False) for s in group)),
                     "gpu": set().union(*(s.expected_failures(gpu=True) for s in group)),
+                    "gpu_may": set().union(*(s.may_fail_on_gpu for s in group)),
                 }
                 st.samples.extend(f"{aid}/{s.name}" for s in group)
     return list(students.values())

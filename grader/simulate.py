@@ -4,12 +4,23 @@ Two tools, both used by checks and by the notebooks' demos, and both labelled as
 simulations wherever a student sees them:
 
 * :func:`simulated_cuda` patches ``torch.cuda`` (and ``torch.accelerator``) so the
-  current process looks like a machine with ``device_count`` GPUs whose work queue is
-  asynchronous: :meth:`SimulatedCuda.launch` enqueues a "kernel" of a given duration
-  and returns at once, as a real launch does; ``torch.cuda.synchronize()``,
-  ``Event.synchronize()`` and ``Event.elapsed_time()`` wait for and measure that
-  queue. A timer that forgets to synchronize measures ~0 ms here, exactly the bug it
-  has on a real GPU. No tensor is ever placed on the simulated device.
+  current process looks like a machine with ``device_count`` GPUs whose work is
+  asynchronous. :meth:`SimulatedCuda.launch` enqueues a "kernel" of a given duration on
+  the current stream and returns at once, as a real launch does. Streams
+  (``torch.cuda.Stream``, ``torch.cuda.stream(s)``, ``wait_stream``, events) behave as in
+  CUDA: work on one stream runs in order, work on different streams runs concurrently,
+  and ``wait_stream``/``wait_event`` order them. Time is real (``time.perf_counter``), so
+  a timer that forgets to synchronize measures ~0 ms here, exactly the bug it has on a
+  real GPU, and overlap shows as a shorter wall-clock time.
+
+  With ``transfers=True`` it also plays host-to-device copies: ``tensor.pin_memory()``,
+  ``tensor.to("cuda", non_blocking=...)`` and ``.cuda()`` return CPU tensors that the
+  simulation tracks as device tensors, with the CUDA rules for overlap (CUDA C++
+  Programming Guide, "Asynchronous Concurrent Execution"): a copy overlaps kernels only
+  when its source is pinned and the copy is non-blocking; it then runs on the current
+  stream and on the single host-to-device copy engine. Any other copy makes the host wait
+  for the device and blocks it for the transfer. :meth:`SimulatedCuda.launch` with
+  ``reads=`` reports a kernel that reads a tensor before its copy has landed.
 * :class:`SyncRecorder` is a :class:`torch.overrides.TorchFunctionMode` that records
   every tensor call which, on a GPU, makes the host wait for the device (``.item()``,
   ``.tolist()``, ``.cpu()``, ``bool(t)``, printing a tensor, boolean-mask indexing,
@@ -22,18 +33,72 @@ from __future__ import annotations
 import contextlib
 import time
 import types
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from unittest import mock
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+#: Simulated host-to-device bandwidth from pinned memory, GB/s (10^9 bytes/s). The
+#: simulation's copies are slow on purpose, so overlap is visible in milliseconds.
+SIM_H2D_GBPS = 0.25
+
+
+@dataclass
+class KernelRecord:
+    """One simulated kernel or copy, for timelines: which stream, when, what."""
+
+    stream: int
+    label: str
+    start: float  # perf_counter seconds
+    end: float
+
+
+@dataclass
+class DeviceTensorInfo:
+    """What the simulation knows about a tensor "on the device"."""
+
+    stream: int
+    ready_at: float  # perf_counter seconds when its copy (or producing kernel) completes
+    pinned_source: bool
+    non_blocking: bool
+    seq: int  # order of the copy among all simulated transfers
+
+
+class _IdentityMap:
+    """A weak map keyed by object identity (tensors compare elementwise, so a WeakSet or
+    WeakKeyDictionary cannot hold them)."""
+
+    def __init__(self):
+        self._items: dict[int, tuple[weakref.ref, object]] = {}
+
+    def __setitem__(self, obj, value) -> None:
+        key = id(obj)
+        self._items[key] = (
+            weakref.ref(obj, lambda _ref, key=key: self._items.pop(key, None)),
+            value,
+        )
+
+    def get(self, obj, default=None):
+        item = self._items.get(id(obj))
+        return item[1] if item is not None and item[0]() is obj else default
+
+    def __contains__(self, obj) -> bool:
+        item = self._items.get(id(obj))
+        return item is not None and item[0]() is obj
+
+    def add(self, obj) -> None:
+        self[obj] = True
+
+
+class RaceError(RuntimeError):
+    """A simulated kernel read a tensor before the work producing it had finished."""
+
 
 class SimulatedCuda:
-    """A fake asynchronous CUDA device: one in-order stream and its clock.
-
-    Time is real (``time.perf_counter``): a launched kernel of ``ms`` milliseconds
-    finishes ``ms`` after the previous one does, or after now if the queue is idle.
+    """A fake asynchronous CUDA device with streams, a copy engine and a clock.
 
     Args:
         device_count: How many GPUs ``torch.cuda.device_count()`` reports.
@@ -45,29 +110,119 @@ class SimulatedCuda:
             raise ValueError(f"device_count must be >= 0, got {device_count}")
         self.device_count = device_count
         self.name = name
-        self.busy_until = time.perf_counter()
+        self.streams: list[_SimStream] = []
+        self.default = _SimStream(self)
+        self.current = self.default
+        self.copy_engine_free = time.perf_counter()
+        self.kernels: list[KernelRecord] = []
         self.launches = 0
         self.synchronizations = 0
+        self.transfers = 0
+        self.races: list[str] = []
+        self.pinned = _IdentityMap()
+        self.on_device = _IdentityMap()
+        self.t0 = time.perf_counter()
 
-    def launch(self, ms: float) -> None:
-        """Enqueue a kernel that runs for ``ms`` milliseconds; return immediately."""
+    # --- work -----------------------------------------------------------------------
+    def launch(
+        self, ms: float, *, reads: Iterable[torch.Tensor] = (), label: str = "kernel", stream=None
+    ) -> float:
+        """Enqueue a kernel of ``ms`` milliseconds on a stream (default: the current one).
+
+        Args:
+            ms: Duration in milliseconds.
+            reads: Device tensors the kernel reads; reading one before its producer
+                finished is recorded in :attr:`races` (and raises :class:`RaceError`).
+            label: Name shown on timelines.
+            stream: A simulated stream; the current stream when None.
+
+        Returns:
+            The ``perf_counter`` time at which the kernel will finish.
+
+        Raises:
+            ValueError: negative duration.
+            RaceError: the kernel reads a tensor that is not ready when it starts.
+        """
         if ms < 0:
             raise ValueError(f"kernel duration must be >= 0 ms, got {ms}")
-        self.busy_until = max(time.perf_counter(), self.busy_until) + ms / 1000.0
+        stream = stream or self.current
+        start = max(time.perf_counter(), stream.busy_until)
+        for tensor in reads:
+            info = self.on_device.get(tensor)
+            if info is not None and info.ready_at > start + 1e-6:
+                message = (
+                    f"{label} on stream {stream.id} started {1000 * (info.ready_at - start):.1f} ms before "
+                    f"the copy of a tensor it reads (issued on stream {info.stream}) had finished"
+                )
+                self.races.append(message)
+                raise RaceError(message)
+        end = start + ms / 1000.0
+        stream.busy_until = end
+        self.kernels.append(KernelRecord(stream.id, label, start, end))
         self.launches += 1
+        return end
+
+    def produce(self, tensor: torch.Tensor, ready_at: float | None = None) -> torch.Tensor:
+        """Mark ``tensor`` as a device tensor written by the work queued so far on the current stream."""
+        ready = self.current.busy_until if ready_at is None else ready_at
+        self.on_device[tensor] = DeviceTensorInfo(
+            self.current.id, ready, False, True, self.transfers
+        )
+        return tensor
+
+    def copy_to_device(self, src: torch.Tensor, non_blocking: bool) -> torch.Tensor:
+        """Play ``src.to("cuda", non_blocking=...)``; return a tracked CPU clone."""
+        nbytes = src.numel() * src.element_size()
+        ms = nbytes / (SIM_H2D_GBPS * 1e9) * 1000.0
+        pinned = src in self.pinned
+        out = src.detach().view_as(src)  # a new tensor object, no host copy: keeps timing honest
+        self.transfers += 1
+        if pinned and non_blocking:
+            start = max(time.perf_counter(), self.current.busy_until, self.copy_engine_free)
+            end = start + ms / 1000.0
+            self.current.busy_until = end
+            self.copy_engine_free = end
+        else:
+            # Pageable or blocking: the host waits for the device to be idle, then for the copy.
+            start = max(
+                [time.perf_counter(), self.copy_engine_free] + [s.busy_until for s in self.streams]
+            )
+            end = start + ms / 1000.0
+            for stream in self.streams:
+                stream.busy_until = max(stream.busy_until, end)
+            self.copy_engine_free = end
+            _sleep_until(end)
+        self.kernels.append(
+            KernelRecord(
+                self.current.id, "H2D copy" + ("" if pinned else " (pageable)"), start, end
+            )
+        )
+        self.on_device[out] = DeviceTensorInfo(
+            self.current.id, end, pinned, non_blocking, self.transfers
+        )
+        return out
 
     def pending_ms(self) -> float:
-        """Milliseconds of queued work not finished yet."""
-        return max(0.0, (self.busy_until - time.perf_counter()) * 1000.0)
+        """Milliseconds until every stream is idle."""
+        return max(0.0, (self.completion_time() - time.perf_counter()) * 1000.0)
 
     def synchronize(self, *_args, **_kwargs) -> None:
-        """Block until every launched kernel has finished (``torch.cuda.synchronize``)."""
+        """Block until every stream is idle (``torch.cuda.synchronize``)."""
         self.synchronizations += 1
-        _sleep_until(self.busy_until)
+        _sleep_until(self.completion_time())
 
     def completion_time(self) -> float:
-        """The ``perf_counter`` time at which work queued so far completes."""
-        return max(time.perf_counter(), self.busy_until)
+        """The ``perf_counter`` time at which all work queued so far completes."""
+        return max(
+            [time.perf_counter(), self.copy_engine_free] + [s.busy_until for s in self.streams]
+        )
+
+    def timeline(self) -> list[KernelRecord]:
+        """Kernels and copies so far, times relative to the simulation's start (seconds)."""
+        return [
+            KernelRecord(k.stream, k.label, k.start - self.t0, k.end - self.t0)
+            for k in self.kernels
+        ]
 
     # --- stand-ins for torch.cuda / torch.accelerator functions -------------------
     def _check_index(self, device=None) -> int:
@@ -94,6 +249,56 @@ class SimulatedCuda:
             name=self.name, total_memory=80 * 2**30, major=9, minor=0, multi_processor_count=132
         )
 
+    @contextlib.contextmanager
+    def use_stream(self, stream):
+        """Stand-in for ``torch.cuda.stream(s)``: make ``s`` current inside the block."""
+        previous = self.current
+        self.current = stream if stream is not None else previous
+        try:
+            yield stream
+        finally:
+            self.current = previous
+
+
+class _SimStream:
+    """Stand-in for ``torch.cuda.Stream``: an in-order queue with its own clock."""
+
+    def __init__(self, sim: SimulatedCuda, device=None, priority: int = 0):
+        self.sim = sim
+        self.id = len(sim.streams)
+        self.busy_until = time.perf_counter()
+        sim.streams.append(self)
+
+    def synchronize(self) -> None:
+        self.sim.synchronizations += 1
+        _sleep_until(self.busy_until)
+
+    def query(self) -> bool:
+        return time.perf_counter() >= self.busy_until
+
+    def wait_stream(self, other: _SimStream) -> None:
+        """Later work on this stream starts after everything queued on ``other`` so far."""
+        self.busy_until = max(self.busy_until, other.busy_until)
+
+    def wait_event(self, event) -> None:
+        if event.time is not None:
+            self.busy_until = max(self.busy_until, event.time)
+
+    def record_event(self, event=None):
+        event = event or torch.cuda.Event()
+        event.record(self)
+        return event
+
+    def __enter__(self):
+        self._ctx = self.sim.use_stream(self)
+        return self._ctx.__enter__()
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+    def __repr__(self) -> str:
+        return f"<simulated stream {self.id}>"
+
 
 class _SimEvent:
     """Stand-in for ``torch.cuda.Event`` on a :class:`SimulatedCuda`."""
@@ -107,7 +312,8 @@ class _SimEvent:
         self.time: float | None = None
 
     def record(self, stream=None) -> None:
-        self.time = self.sim.completion_time()
+        stream = stream or self.sim.current
+        self.time = max(time.perf_counter(), stream.busy_until)
 
     def query(self) -> bool:
         return self.time is not None and time.perf_counter() >= self.time
@@ -119,7 +325,8 @@ class _SimEvent:
         _sleep_until(self.time)
 
     def wait(self, stream=None) -> None:
-        """Make a stream wait for this event; the simulation has one in-order stream."""
+        """Make a stream (default: the current one) wait for this event."""
+        (stream or self.sim.current).wait_event(self)
 
     def elapsed_time(self, end: _SimEvent) -> float:
         if not (self.enable_timing and end.enable_timing):
@@ -134,23 +341,46 @@ class _SimEvent:
         return (end.time - self.time) * 1000.0
 
 
-class _SimStream:
+class _TransferMode(TorchFunctionMode):
+    """Plays pinning and host-to-device copies on the simulated device."""
+
     def __init__(self, sim: SimulatedCuda):
+        super().__init__()
         self.sim = sim
 
-    def synchronize(self) -> None:
-        self.sim.synchronize()
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "pin_memory":
+            out = args[0].detach().view_as(args[0])
+            self.sim.pinned.add(out)
+            return out
+        if name == "is_pinned":
+            return args[0] in self.sim.pinned
+        if (
+            name in ("to", "cuda")
+            and isinstance(args[0], torch.Tensor)
+            and _targets_cuda(name, args, kwargs)
+        ):
+            non_blocking = kwargs.get("non_blocking", False) is True or any(
+                a is True for a in args[1:]
+            )
+            src = args[0]
+            if src in self.sim.on_device:
+                return src
+            return self.sim.copy_to_device(src, non_blocking)
+        return func(*args, **kwargs)
 
-    def wait_stream(self, other) -> None:
-        """One in-order stream: nothing to wait for."""
 
-    def wait_event(self, event) -> None:
-        """One in-order stream: nothing to wait for."""
-
-    def record_event(self, event=None):
-        event = event or torch.cuda.Event()
-        event.record(self)
-        return event
+def _targets_cuda(name: str, args, kwargs) -> bool:
+    if name == "cuda":
+        return True
+    target = kwargs.get("device", args[1] if len(args) > 1 else None)
+    if isinstance(target, str):
+        return target.startswith("cuda")
+    if isinstance(target, torch.device):
+        return target.type == "cuda"
+    return False
 
 
 def _sleep_until(deadline: float) -> None:
@@ -161,19 +391,28 @@ def _sleep_until(deadline: float) -> None:
 
 @contextlib.contextmanager
 def simulated_cuda(
-    device_count: int = 1, name: str = "Simulated GPU (course stand-in)"
+    device_count: int = 1,
+    name: str = "Simulated GPU (course stand-in)",
+    *,
+    transfers: bool = False,
+    allow_real_gpu: bool = False,
 ) -> Iterator[SimulatedCuda]:
     """Make this process look like a machine with ``device_count`` asynchronous GPUs.
 
     Inside the ``with`` block ``torch.cuda.is_available()`` is True (when
     ``device_count > 0``), ``device_count()`` is ``device_count``, and
-    ``synchronize``, ``Event``, ``current_stream``, ``get_device_name`` and
-    ``get_device_properties`` act on the simulated queue; ``torch.accelerator``'s
-    matching functions agree. Tensors cannot be placed on the simulated device.
+    ``synchronize``, ``Event``, ``Stream``, ``stream``, ``current_stream``,
+    ``default_stream``, ``get_device_name`` and ``get_device_properties`` act on the
+    simulated device; ``torch.accelerator``'s matching functions agree.
 
     Args:
         device_count: Number of simulated GPUs (0 simulates a machine without one).
         name: Device name reported.
+        transfers: Also play ``pin_memory`` and copies to ``"cuda"`` (see the module
+            docstring); without it tensors cannot be placed on the simulated device.
+        allow_real_gpu: Simulate even where a real GPU exists, for checks whose
+            verdict must not depend on the machine (student code inside the block then
+            sees only the simulated device).
 
     Yields:
         The :class:`SimulatedCuda`, whose :meth:`~SimulatedCuda.launch` enqueues work.
@@ -181,25 +420,38 @@ def simulated_cuda(
     Raises:
         RuntimeError: when a real CUDA device is present (the simulation would hide it).
     """
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and not allow_real_gpu:
         raise RuntimeError(
-            "simulated_cuda() is for machines without a GPU; use the real device here"
+            "simulated_cuda() is for machines without a GPU; use the real device here "
+            "(or pass allow_real_gpu=True for a machine-independent check)"
         )
     sim = SimulatedCuda(device_count, name)
     event_cls = type("Event", (_SimEvent,), {"sim": sim})
-    stream = _SimStream(sim)
+    stream_cls = type(
+        "Stream",
+        (_SimStream,),
+        {
+            "__init__": lambda self, device=None, priority=0, **kw: _SimStream.__init__(
+                self, sim, device, priority
+            )
+        },
+    )
     available = device_count > 0
     patches = [
         mock.patch.object(torch.cuda, "is_available", lambda: available),
         mock.patch.object(torch.cuda, "device_count", lambda: device_count),
         mock.patch.object(torch.cuda, "synchronize", sim.synchronize),
         mock.patch.object(torch.cuda, "Event", event_cls),
-        mock.patch.object(torch.cuda, "current_stream", lambda device=None: stream),
-        mock.patch.object(torch.cuda, "default_stream", lambda device=None: stream),
+        mock.patch.object(torch.cuda, "Stream", stream_cls),
+        mock.patch.object(torch.cuda, "stream", sim.use_stream),
+        mock.patch.object(torch.cuda, "current_stream", lambda device=None: sim.current),
+        mock.patch.object(torch.cuda, "default_stream", lambda device=None: sim.default),
         mock.patch.object(torch.cuda, "current_device", lambda: 0),
         mock.patch.object(torch.cuda, "get_device_name", sim.get_device_name),
         mock.patch.object(torch.cuda, "get_device_properties", sim.get_device_properties),
         mock.patch.object(torch.cuda, "is_initialized", lambda: True),
+        # The allocator bookkeeping has nothing to do here (and rejects simulated streams).
+        mock.patch.object(torch.Tensor, "record_stream", lambda self, stream: None),
     ]
     accel = getattr(torch, "accelerator", None)
     if accel is not None:
@@ -216,6 +468,8 @@ def simulated_cuda(
     with contextlib.ExitStack() as stack:
         for patch in patches:
             stack.enter_context(patch)
+        if transfers:
+            stack.enter_context(_TransferMode(sim))
         yield sim
 
 

@@ -85,7 +85,14 @@ def profile_spans(fn: Callable[[], object]) -> list[Span]:
     return sorted(spans, key=lambda s: s.start_ms)
 
 
-def plot_timeline(spans: list[Span], title: str, ax=None, no_gpu_note: str | None = None):
+def plot_timeline(
+    spans: list[Span],
+    title: str,
+    ax=None,
+    no_gpu_note: str | None = None,
+    lanes: list[str] | None = None,
+    name_colors: dict[str, str] | None = None,
+):
     """Draw spans as horizontal lanes (ms on the x axis).
 
     Args:
@@ -93,6 +100,10 @@ def plot_timeline(spans: list[Span], title: str, ax=None, no_gpu_note: str | Non
         title: Plot title (include the device and torch version).
         ax: Matplotlib axes to draw on; a new figure when None.
         no_gpu_note: Text written in the GPU lane when it has no spans.
+        lanes: Lane names, bottom to top (default: GPU kernels, CUDA runtime calls, CPU
+            ops). Spans of other lanes are not drawn.
+        name_colors: Span-name prefix -> colour (e.g. ``{"H2D copy": "tab:green"}``),
+            shown in a legend; other spans take their lane's colour.
 
     Returns:
         The matplotlib axes.
@@ -101,15 +112,18 @@ def plot_timeline(spans: list[Span], title: str, ax=None, no_gpu_note: str | Non
 
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 2.8))
-    lanes = [LANE_GPU, LANE_LAUNCH, LANE_CPU_OPS]
+    lanes = lanes or [LANE_GPU, LANE_LAUNCH, LANE_CPU_OPS]
+    palette = ["tab:green", "tab:orange", "tab:blue", "tab:purple", "tab:brown", "tab:olive"]
     colors = {LANE_CPU_OPS: "tab:blue", LANE_LAUNCH: "tab:orange", LANE_GPU: "tab:green"}
+    for i, lane in enumerate(lanes):
+        colors.setdefault(lane, palette[i % len(palette)])
     end = max((s.start_ms + s.duration_ms for s in spans), default=1.0)
     min_width = end * 0.004  # keep sub-microsecond ops visible
     for row, lane in enumerate(lanes):
         lane_spans = [s for s in spans if s.lane == lane]
         if lane_spans:
             bars = [(s.start_ms, max(s.duration_ms, min_width)) for s in lane_spans]
-            faces = ["tab:red" if s.name in SYNC_OPS else colors[lane] for s in lane_spans]
+            faces = [_span_color(s, colors[lane], name_colors) for s in lane_spans]
             ax.broken_barh(
                 bars, (row - 0.4, 0.8), facecolors=faces, edgecolor="black", linewidth=0.3
             )
@@ -133,4 +147,21 @@ def plot_timeline(spans: list[Span], title: str, ax=None, no_gpu_note: str | Non
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_xlabel(xlabel)
     ax.set_title(title)
+    if name_colors:
+        from matplotlib.patches import Patch
+
+        ax.legend(
+            handles=[Patch(color=c, label=n) for n, c in name_colors.items()],
+            loc="lower right",
+            fontsize=8,
+        )
     return ax
+
+
+def _span_color(span: Span, lane_color: str, name_colors: dict[str, str] | None) -> str:
+    if span.name in SYNC_OPS:
+        return "tab:red"
+    for prefix, color in (name_colors or {}).items():
+        if span.name.startswith(prefix):
+            return color
+    return lane_color

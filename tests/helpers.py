@@ -24,7 +24,8 @@ def assert_sample_scores_as_declared(sample: samples.Sample) -> None:
     expected = sample.expected_failures(gpu) & set(results)
     if not gpu:
         expected |= {k for k in results if k.endswith("_cuda")}
-    assert failing == expected, (
+    allowed = expected | (sample.allowed_failures(gpu) & set(results))
+    assert expected <= failing <= allowed, (
         f"{sample.assignment}/{sample.name}: failing {sorted(failing)}, declared {sorted(expected)}\n"
         + "\n".join(f"  {k}: {v}" for k, v in results.items() if v)
     )

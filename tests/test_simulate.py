@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from grader.simulate import SyncRecorder, simulated_cuda
+from grader.simulate import RaceError, SyncRecorder, simulated_cuda
 
 pytestmark = pytest.mark.skipif(
     torch.cuda.is_available(), reason="simulated_cuda is for CPU-only machines"
@@ -79,3 +79,47 @@ def test_recorder_ignores_device_side_work():
         y = y[torch.arange(3)]
         _ = torch.where(y > 0, y, torch.zeros_like(y))
     assert rec.calls == []
+
+
+def test_streams_run_concurrently_and_wait_stream_orders_them():
+    with simulated_cuda() as sim:
+        side = torch.cuda.Stream()
+        t0 = time.perf_counter()
+        sim.launch(40)
+        with torch.cuda.stream(side):
+            assert torch.cuda.current_stream() is side
+            sim.launch(40)
+        torch.cuda.synchronize()
+        concurrent = time.perf_counter() - t0
+        sim.launch(30)
+        side.wait_stream(torch.cuda.current_stream())
+        end = sim.launch(1, stream=side)
+    assert concurrent < 0.07
+    assert end >= sim.default.busy_until - 1e-9
+
+
+def test_pinned_non_blocking_copy_overlaps_but_pageable_blocks():
+    x = torch.randn(1_250_000)  # 5 MB: 20 ms on the simulated link
+    with simulated_cuda(transfers=True) as sim:
+        t0 = time.perf_counter()
+        pinned = x.pin_memory()
+        assert pinned.is_pinned() and not x.is_pinned()
+        with torch.cuda.stream(torch.cuda.Stream()):
+            on_gpu = pinned.to("cuda", non_blocking=True)
+        assert time.perf_counter() - t0 < 0.01  # returned before the copy finished
+        assert torch.equal(on_gpu, x)
+        with pytest.raises(RaceError):
+            sim.launch(1, reads=[on_gpu])  # the default stream did not wait
+        t0 = time.perf_counter()
+        x.to("cuda", non_blocking=True)  # pageable: the host waits for the copy
+        assert time.perf_counter() - t0 >= 0.019
+
+
+def test_copies_share_one_copy_engine():
+    with simulated_cuda(transfers=True) as sim:
+        a, b = (torch.randn(1_250_000).pin_memory() for _ in range(2))
+        for t in (a, b):
+            with torch.cuda.stream(torch.cuda.Stream()):
+                t.to("cuda", non_blocking=True)
+        copies = [k for k in sim.kernels if k.label.startswith("H2D")]
+        assert copies[1].start >= copies[0].end - 1e-9
