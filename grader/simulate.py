@@ -98,22 +98,44 @@ class RaceError(RuntimeError):
 
 
 class SimulatedCuda:
-    """A fake asynchronous CUDA device with streams, a copy engine and a clock.
+    """A fake asynchronous CUDA device with streams, a copy engine, an allocator and a clock.
 
     Args:
         device_count: How many GPUs ``torch.cuda.device_count()`` reports.
         name: What ``torch.cuda.get_device_name()`` reports.
+        h2d_gbps: Host-to-device bandwidth from pinned memory, GB/s.
+        pageable_gbps: Bandwidth of copies from pageable memory (default: ``h2d_gbps``).
+        pin_gbps: Rate at which ``pin_memory()`` copies into page-locked memory, GB/s
+            (default: free).
+        virtual_time: Run on a virtual clock: waiting advances the clock instead of
+            sleeping, and ``time.perf_counter``/``monotonic``/``time`` read it (each read
+            advances it by 1 microsecond, standing in for host work). Results are then
+            exact and instant; host computation takes no time.
     """
 
-    def __init__(self, device_count: int = 1, name: str = "Simulated GPU (course stand-in)"):
+    def __init__(
+        self,
+        device_count: int = 1,
+        name: str = "Simulated GPU (course stand-in)",
+        *,
+        h2d_gbps: float = SIM_H2D_GBPS,
+        pageable_gbps: float | None = None,
+        pin_gbps: float | None = None,
+        virtual_time: bool = False,
+    ):
         if device_count < 0:
             raise ValueError(f"device_count must be >= 0, got {device_count}")
         self.device_count = device_count
         self.name = name
+        self.h2d_gbps = h2d_gbps
+        self.pageable_gbps = pageable_gbps or h2d_gbps
+        self.pin_gbps = pin_gbps
+        self.virtual_time = virtual_time
+        self._vclock = 1000.0
         self.streams: list[_SimStream] = []
         self.default = _SimStream(self)
         self.current = self.default
-        self.copy_engine_free = time.perf_counter()
+        self.copy_engine_free = self.now()
         self.kernels: list[KernelRecord] = []
         self.launches = 0
         self.synchronizations = 0
@@ -121,7 +143,73 @@ class SimulatedCuda:
         self.races: list[str] = []
         self.pinned = _IdentityMap()
         self.on_device = _IdentityMap()
-        self.t0 = time.perf_counter()
+        self.t0 = self.now()
+        # caching allocator: bytes in use, peak, reserved from the "driver", cached (free) part
+        self.allocated = self.peak = self.reserved = self.peak_reserved = self.cached = 0
+        self._blocks: dict[int, int] = {}
+        self._next_block = 1
+
+    # --- clock ----------------------------------------------------------------------
+    def now(self) -> float:
+        """The simulation's clock in seconds (real ``perf_counter``, or the virtual clock)."""
+        return self._vclock if self.virtual_time else time.perf_counter()
+
+    def sleep_until(self, deadline: float) -> None:
+        """Block the host until ``deadline`` (on the virtual clock: jump to it)."""
+        if self.virtual_time:
+            self._vclock = max(self._vclock, deadline)
+        else:
+            _sleep_until(deadline)
+
+    def _host_clock_read(self) -> float:
+        self._vclock += 1e-6
+        return self._vclock
+
+    # --- caching allocator ---------------------------------------------------------------
+    def malloc(self, nbytes: int) -> int:
+        """Allocate ``nbytes`` on the simulated device; return a block handle.
+
+        Sizes are rounded up to 512 bytes and memory is reserved from the "driver" in
+        2 MiB segments that stay reserved when freed, as PyTorch's caching allocator does
+        (pytorch.org/docs/stable/notes/cuda.html#memory-management).
+        """
+        size = max(512, -(-int(nbytes) // 512) * 512)
+        if size > self.cached:
+            grow = -(-(size - self.cached) // (2 * 2**20)) * (2 * 2**20)
+            self.reserved += grow
+            self.cached += grow
+            self.peak_reserved = max(self.peak_reserved, self.reserved)
+        self.cached -= size
+        self.allocated += size
+        self.peak = max(self.peak, self.allocated)
+        handle, self._next_block = self._next_block, self._next_block + 1
+        self._blocks[handle] = size
+        return handle
+
+    def free(self, handle: int) -> None:
+        """Free a block; its memory stays reserved (cached) until ``empty_cache``."""
+        size = self._blocks.pop(handle)
+        self.allocated -= size
+        self.cached += size
+
+    def empty_cache(self) -> None:
+        """Return cached blocks to the "driver" (``torch.cuda.empty_cache``)."""
+        self.reserved -= self.cached
+        self.cached = 0
+
+    def reset_peak(self, device=None) -> None:
+        """``torch.cuda.reset_peak_memory_stats``: the peaks restart from the current values."""
+        self.peak = self.allocated
+        self.peak_reserved = self.reserved
+
+    def memory_stats(self, device=None) -> dict:
+        """The subset of ``torch.cuda.memory_stats`` keys the course uses."""
+        return {
+            "allocated_bytes.all.current": self.allocated,
+            "allocated_bytes.all.peak": self.peak,
+            "reserved_bytes.all.current": self.reserved,
+            "reserved_bytes.all.peak": self.peak_reserved,
+        }
 
     # --- work -----------------------------------------------------------------------
     def launch(
@@ -146,7 +234,7 @@ class SimulatedCuda:
         if ms < 0:
             raise ValueError(f"kernel duration must be >= 0 ms, got {ms}")
         stream = stream or self.current
-        start = max(time.perf_counter(), stream.busy_until)
+        start = max(self.now(), stream.busy_until)
         for tensor in reads:
             info = self.on_device.get(tensor)
             if info is not None and info.ready_at > start + 1e-6:
@@ -170,52 +258,74 @@ class SimulatedCuda:
         )
         return tensor
 
-    def copy_to_device(self, src: torch.Tensor, non_blocking: bool) -> torch.Tensor:
-        """Play ``src.to("cuda", non_blocking=...)``; return a tracked CPU clone."""
+    def copy_to_device(
+        self, src: torch.Tensor, non_blocking: bool, dst: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Play ``src.to("cuda", non_blocking=...)`` (or ``dst.copy_(src)``); return the
+        tracked device tensor (a CPU tensor object the simulation tracks)."""
         nbytes = src.numel() * src.element_size()
-        ms = nbytes / (SIM_H2D_GBPS * 1e9) * 1000.0
         pinned = src in self.pinned
-        out = src.detach().view_as(src)  # a new tensor object, no host copy: keeps timing honest
+        gbps = self.h2d_gbps if pinned else self.pageable_gbps
+        ms = nbytes / (gbps * 1e9) * 1000.0
+        if dst is None:
+            out = src.detach().view_as(
+                src
+            )  # a new tensor object, no host copy: keeps timing honest
+        else:
+            with torch.no_grad():
+                dst.copy_(src)
+            out = dst
         self.transfers += 1
         if pinned and non_blocking:
-            start = max(time.perf_counter(), self.current.busy_until, self.copy_engine_free)
+            start = max(self.now(), self.current.busy_until, self.copy_engine_free)
             end = start + ms / 1000.0
             self.current.busy_until = end
             self.copy_engine_free = end
         else:
             # Pageable or blocking: the host waits for the device to be idle, then for the copy.
-            start = max(
-                [time.perf_counter(), self.copy_engine_free] + [s.busy_until for s in self.streams]
-            )
+            start = max([self.now(), self.copy_engine_free] + [s.busy_until for s in self.streams])
             end = start + ms / 1000.0
             for stream in self.streams:
                 stream.busy_until = max(stream.busy_until, end)
             self.copy_engine_free = end
-            _sleep_until(end)
-        self.kernels.append(
-            KernelRecord(
-                self.current.id, "H2D copy" + ("" if pinned else " (pageable)"), start, end
-            )
-        )
+            self.sleep_until(end)
+        label = "H2D copy" + ("" if pinned else " (pageable)")
+        self.kernels.append(KernelRecord(self.current.id, label, start, end))
         self.on_device[out] = DeviceTensorInfo(
             self.current.id, end, pinned, non_blocking, self.transfers
         )
         return out
 
+    def pin(self, src: torch.Tensor) -> torch.Tensor:
+        """Play ``src.pin_memory()``: a tracked alias, costing host time at ``pin_gbps``."""
+        if src in self.pinned:
+            return src
+        if self.pin_gbps:
+            nbytes = src.numel() * src.element_size()
+            self.sleep_until(self.now() + nbytes / (self.pin_gbps * 1e9))
+        out = src.detach().view_as(src)
+        self.pinned.add(out)
+        return out
+
+    def device_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Register a freshly made tensor as living on the simulated device (ready now)."""
+        self.on_device[tensor] = DeviceTensorInfo(
+            self.current.id, self.now(), False, True, self.transfers
+        )
+        return tensor
+
     def pending_ms(self) -> float:
         """Milliseconds until every stream is idle."""
-        return max(0.0, (self.completion_time() - time.perf_counter()) * 1000.0)
+        return max(0.0, (self.completion_time() - self.now()) * 1000.0)
 
     def synchronize(self, *_args, **_kwargs) -> None:
         """Block until every stream is idle (``torch.cuda.synchronize``)."""
         self.synchronizations += 1
-        _sleep_until(self.completion_time())
+        self.sleep_until(self.completion_time())
 
     def completion_time(self) -> float:
         """The ``perf_counter`` time at which all work queued so far completes."""
-        return max(
-            [time.perf_counter(), self.copy_engine_free] + [s.busy_until for s in self.streams]
-        )
+        return max([self.now(), self.copy_engine_free] + [s.busy_until for s in self.streams])
 
     def timeline(self) -> list[KernelRecord]:
         """Kernels and copies so far, times relative to the simulation's start (seconds)."""
@@ -266,15 +376,15 @@ class _SimStream:
     def __init__(self, sim: SimulatedCuda, device=None, priority: int = 0):
         self.sim = sim
         self.id = len(sim.streams)
-        self.busy_until = time.perf_counter()
+        self.busy_until = sim.now()
         sim.streams.append(self)
 
     def synchronize(self) -> None:
         self.sim.synchronizations += 1
-        _sleep_until(self.busy_until)
+        self.sim.sleep_until(self.busy_until)
 
     def query(self) -> bool:
-        return time.perf_counter() >= self.busy_until
+        return self.sim.now() >= self.busy_until
 
     def wait_stream(self, other: _SimStream) -> None:
         """Later work on this stream starts after everything queued on ``other`` so far."""
@@ -313,16 +423,16 @@ class _SimEvent:
 
     def record(self, stream=None) -> None:
         stream = stream or self.sim.current
-        self.time = max(time.perf_counter(), stream.busy_until)
+        self.time = max(self.sim.now(), stream.busy_until)
 
     def query(self) -> bool:
-        return self.time is not None and time.perf_counter() >= self.time
+        return self.time is not None and self.sim.now() >= self.time
 
     def synchronize(self) -> None:
         if self.time is None:
             raise RuntimeError("Event.synchronize() on an event that was never recorded")
         self.sim.synchronizations += 1
-        _sleep_until(self.time)
+        self.sim.sleep_until(self.time)
 
     def wait(self, stream=None) -> None:
         """Make a stream (default: the current one) wait for this event."""
@@ -352,9 +462,20 @@ class _TransferMode(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name == "pin_memory":
-            out = args[0].detach().view_as(args[0])
-            self.sim.pinned.add(out)
-            return out
+            return self.sim.pin(args[0])
+        if (
+            name == "copy_"
+            and len(args) > 1
+            and args[0] in self.sim.on_device
+            and args[1] not in self.sim.on_device
+        ):
+            non_blocking = kwargs.get("non_blocking", False) is True or (
+                len(args) > 2 and args[2] is True
+            )
+            return self.sim.copy_to_device(args[1], non_blocking, dst=args[0])
+        if name in _FACTORIES and _device_is_cuda(kwargs.get("device")):
+            kwargs = dict(kwargs, device="cpu")
+            return self.sim.device_tensor(func(*args, **kwargs))
         if name == "is_pinned":
             return args[0] in self.sim.pinned
         if (
@@ -372,15 +493,33 @@ class _TransferMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _targets_cuda(name: str, args, kwargs) -> bool:
-    if name == "cuda":
-        return True
-    target = kwargs.get("device", args[1] if len(args) > 1 else None)
+#: Tensor factories that, with ``device="cuda"``, make a tensor on the simulated device.
+_FACTORIES = {
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "randn",
+    "rand",
+    "arange",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+}
+
+
+def _device_is_cuda(target) -> bool:
     if isinstance(target, str):
         return target.startswith("cuda")
     if isinstance(target, torch.device):
         return target.type == "cuda"
     return False
+
+
+def _targets_cuda(name: str, args, kwargs) -> bool:
+    if name == "cuda":
+        return True
+    return _device_is_cuda(kwargs.get("device", args[1] if len(args) > 1 else None))
 
 
 def _sleep_until(deadline: float) -> None:
@@ -396,6 +535,7 @@ def simulated_cuda(
     *,
     transfers: bool = False,
     allow_real_gpu: bool = False,
+    **device_options,
 ) -> Iterator[SimulatedCuda]:
     """Make this process look like a machine with ``device_count`` asynchronous GPUs.
 
@@ -413,6 +553,7 @@ def simulated_cuda(
         allow_real_gpu: Simulate even where a real GPU exists, for checks whose
             verdict must not depend on the machine (student code inside the block then
             sees only the simulated device).
+        **device_options: Passed to :class:`SimulatedCuda` (bandwidths, ``virtual_time``).
 
     Yields:
         The :class:`SimulatedCuda`, whose :meth:`~SimulatedCuda.launch` enqueues work.
@@ -425,7 +566,7 @@ def simulated_cuda(
             "simulated_cuda() is for machines without a GPU; use the real device here "
             "(or pass allow_real_gpu=True for a machine-independent check)"
         )
-    sim = SimulatedCuda(device_count, name)
+    sim = SimulatedCuda(device_count, name, **device_options)
     event_cls = type("Event", (_SimEvent,), {"sim": sim})
     stream_cls = type(
         "Stream",
@@ -452,7 +593,22 @@ def simulated_cuda(
         mock.patch.object(torch.cuda, "is_initialized", lambda: True),
         # The allocator bookkeeping has nothing to do here (and rejects simulated streams).
         mock.patch.object(torch.Tensor, "record_stream", lambda self, stream: None),
+        mock.patch.object(torch.cuda, "memory_allocated", lambda device=None: sim.allocated),
+        mock.patch.object(torch.cuda, "max_memory_allocated", lambda device=None: sim.peak),
+        mock.patch.object(torch.cuda, "memory_reserved", lambda device=None: sim.reserved),
+        mock.patch.object(torch.cuda, "max_memory_reserved", lambda device=None: sim.peak_reserved),
+        mock.patch.object(torch.cuda, "reset_peak_memory_stats", sim.reset_peak),
+        mock.patch.object(torch.cuda, "reset_max_memory_allocated", sim.reset_peak),
+        mock.patch.object(torch.cuda, "memory_stats", sim.memory_stats),
+        mock.patch.object(torch.cuda, "empty_cache", sim.empty_cache),
     ]
+    if sim.virtual_time:
+        patches += [
+            mock.patch.object(time, "perf_counter", sim._host_clock_read),
+            mock.patch.object(time, "monotonic", sim._host_clock_read),
+            mock.patch.object(time, "time", sim._host_clock_read),
+            mock.patch.object(time, "perf_counter_ns", lambda: int(sim._host_clock_read() * 1e9)),
+        ]
     accel = getattr(torch, "accelerator", None)
     if accel is not None:
         for attr, value in {

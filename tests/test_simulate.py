@@ -123,3 +123,36 @@ def test_copies_share_one_copy_engine():
                 t.to("cuda", non_blocking=True)
         copies = [k for k in sim.kernels if k.label.startswith("H2D")]
         assert copies[1].start >= copies[0].end - 1e-9
+
+
+def test_allocator_rounds_caches_and_tracks_peaks():
+    with simulated_cuda() as sim:
+        a = sim.malloc(1000)
+        assert torch.cuda.memory_allocated() == 1024 and torch.cuda.memory_reserved() == 2 * 2**20
+        b = sim.malloc(3 * 2**20)
+        sim.free(a)
+        sim.free(b)
+        assert (
+            torch.cuda.memory_allocated() == 0
+            and torch.cuda.max_memory_allocated() == 1024 + 3 * 2**20
+        )
+        assert torch.cuda.memory_reserved() == 4 * 2**20  # freed blocks stay cached
+        torch.cuda.reset_peak_memory_stats()
+        assert torch.cuda.max_memory_allocated() == 0
+        torch.cuda.empty_cache()
+        assert torch.cuda.memory_reserved() == 0
+
+
+def test_virtual_clock_gives_exact_copy_times():
+    with simulated_cuda(transfers=True, virtual_time=True, h2d_gbps=10.0, pin_gbps=5.0) as sim:
+        host = torch.empty(100_000_000, dtype=torch.uint8)
+        t0 = time.perf_counter()
+        pinned = host.pin_memory()  # 20 ms at 5 GB/s
+        assert time.perf_counter() - t0 == pytest.approx(0.02, abs=1e-4)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        pinned.to("cuda", non_blocking=True)  # 10 ms at 10 GB/s
+        end.record()
+        end.synchronize()
+        assert start.elapsed_time(end) == pytest.approx(10.0, abs=1e-6)
+        assert sim.now() > t0
