@@ -86,8 +86,9 @@ def require(condition: bool, what: str, *, yours: Any, expected: Any, cause: str
 def call_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
     """Call the student's function, turning an unexpected exception into a clear failure.
 
-    ``NotImplementedError`` passes through unchanged, so an unsolved exercise reads as
-    such. Any other exception becomes a :class:`CheckFailed` that shows the call.
+    The bare ``NotImplementedError()`` of an unsolved exercise passes through unchanged,
+    so it reads as such. Any other exception (including a ``NotImplementedError`` with a
+    message, raised by torch) becomes a :class:`CheckFailed` that shows the call.
 
     Raises:
         NotImplementedError: the exercise is not solved yet.
@@ -96,8 +97,11 @@ def call_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: An
     label = name or getattr(fn, "__name__", "your function")
     try:
         return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise
+    except NotImplementedError as exc:
+        if not exc.args:
+            raise
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        raise CheckFailed(f"{label}(...) raised {last}") from exc
     except CheckFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - every student error becomes a message
@@ -121,10 +125,17 @@ def expect_raises(
     """
     try:
         value = fn(*args, **kwargs)
-    except NotImplementedError:
-        raise
     except exc_type as exc:
         return exc
+    except NotImplementedError as exc:
+        if not exc.args:  # the unsolved exercise's stub
+            raise
+        fail(
+            what,
+            yours=f"raised NotImplementedError: {exc}",
+            expected=f"raises {exc_type.__name__}",
+            cause=cause,
+        )
     except Exception as exc:  # noqa: BLE001
         fail(
             what,
@@ -139,11 +150,6 @@ def expect_raises(
 def passed(message: str) -> None:
     """Print a one-line success note for the student."""
     print(f"OK: {message}")
-
-
-def default_device() -> torch.device:
-    """The device hidden tests compare on: ``cuda:0`` when CUDA is available, else CPU."""
-    return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
 
 
 def _short(value: Any, limit: int = 60) -> str:

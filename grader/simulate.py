@@ -20,7 +20,9 @@ simulations wherever a student sees them:
   when its source is pinned and the copy is non-blocking; it then runs on the current
   stream and on the single host-to-device copy engine. Any other copy makes the host wait
   for the device and blocks it for the transfer. :meth:`SimulatedCuda.launch` with
-  ``reads=`` reports a kernel that reads a tensor before its copy has landed.
+  ``reads=`` reports a kernel that reads a tensor before its copy has landed. A 2-D matmul
+  of device tensors becomes a kernel whose duration follows a simple Tensor Core model
+  (:data:`SIM_MATMUL_TFLOPS`); its result has the right shape but no computed values.
 * :class:`SyncRecorder` is a :class:`torch.overrides.TorchFunctionMode` that records
   every tensor call which, on a GPU, makes the host wait for the device (``.item()``,
   ``.tolist()``, ``.cpu()``, ``bool(t)``, printing a tensor, boolean-mask indexing,
@@ -44,6 +46,19 @@ from torch.overrides import TorchFunctionMode
 #: Simulated host-to-device bandwidth from pinned memory, GB/s (10^9 bytes/s). The
 #: simulation's copies are slow on purpose, so overlap is visible in milliseconds.
 SIM_H2D_GBPS = 0.25
+
+
+#: Simulated matmul throughput, TFLOP/s, when every dimension is a multiple of the dtype's
+#: Tensor Core granule (8 for fp16/bf16, 4 for TF32); misaligned shapes run at
+#: ``SIM_MISALIGNED_FRACTION`` of it. Illustrative values of the right shape, not a GPU's
+#: measurements (those are in images/recorded_figures.json when recorded).
+SIM_MATMUL_TFLOPS = {
+    torch.float16: 400.0,
+    torch.bfloat16: 400.0,
+    "tf32": 200.0,
+    torch.float32: 50.0,
+}
+SIM_MISALIGNED_FRACTION = 0.5
 
 
 @dataclass
@@ -109,7 +124,7 @@ class SimulatedCuda:
             (default: free).
         virtual_time: Run on a virtual clock: waiting advances the clock instead of
             sleeping, and ``time.perf_counter``/``monotonic``/``time`` read it (each read
-            advances it by 1 microsecond, standing in for host work). Results are then
+            advances it by 1 nanosecond, so no interval is ever zero). Results are then
             exact and instant; host computation takes no time.
     """
 
@@ -162,7 +177,7 @@ class SimulatedCuda:
             _sleep_until(deadline)
 
     def _host_clock_read(self) -> float:
-        self._vclock += 1e-6
+        self._vclock += 1e-9  # host code takes (almost) no virtual time, but never none
         return self._vclock
 
     # --- caching allocator ---------------------------------------------------------------
@@ -294,6 +309,29 @@ class SimulatedCuda:
         self.on_device[out] = DeviceTensorInfo(
             self.current.id, end, pinned, non_blocking, self.transfers
         )
+        return out
+
+    def matmul_tflops(self, dtype: torch.dtype, *dims: int) -> float:
+        """The simulated throughput of a matmul of this dtype and these dimensions."""
+        if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+            peak, granule = SIM_MATMUL_TFLOPS["tf32"], 4
+        elif dtype in (torch.float16, torch.bfloat16):
+            peak, granule = SIM_MATMUL_TFLOPS[dtype], 8
+        else:
+            return SIM_MATMUL_TFLOPS[torch.float32]
+        aligned = all(d % granule == 0 for d in dims)
+        return peak if aligned else peak * SIM_MISALIGNED_FRACTION
+
+    def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Play ``a @ b`` for 2-D device tensors: a kernel of 2*m*k*n flops; the result's
+        values are not computed (only its shape and dtype are real)."""
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})")
+        ms = 2.0 * m * k * n / (self.matmul_tflops(a.dtype, m, k, n) * 1e12) * 1000.0
+        end = self.launch(ms, reads=(a, b), label="matmul")
+        out = torch.empty(m, n, dtype=a.dtype)
+        self.on_device[out] = DeviceTensorInfo(self.current.id, end, False, True, self.transfers)
         return out
 
     def pin(self, src: torch.Tensor) -> torch.Tensor:
@@ -473,6 +511,15 @@ class _TransferMode(TorchFunctionMode):
                 len(args) > 2 and args[2] is True
             )
             return self.sim.copy_to_device(args[1], non_blocking, dst=args[0])
+        if (
+            name in ("matmul", "mm", "__matmul__")
+            and len(args) == 2
+            and all(
+                isinstance(a, torch.Tensor) and a in self.sim.on_device and a.dim() == 2
+                for a in args
+            )
+        ):
+            return self.sim.matmul(*args)
         if name in _FACTORIES and _device_is_cuda(kwargs.get("device")):
             kwargs = dict(kwargs, device="cpu")
             return self.sim.device_tensor(func(*args, **kwargs))

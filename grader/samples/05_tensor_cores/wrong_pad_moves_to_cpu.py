@@ -1,0 +1,22 @@
+"""pad_linear creates the new layer with nn.Linear(...) defaults: on the CPU, whatever the old device."""
+
+# fails: test_pad_linear, test_pad_linear_cuda
+# %% pad_linear
+import math
+
+import torch
+from torch import nn
+
+
+def pad_linear(layer, multiple=8):
+    i = math.ceil(layer.in_features / multiple) * multiple
+    o = math.ceil(layer.out_features / multiple) * multiple
+    new = nn.Linear(i, o, bias=layer.bias is not None, dtype=layer.weight.dtype)
+    with torch.no_grad():
+        new.weight.zero_()
+        new.weight[: layer.out_features, : layer.in_features] = layer.weight.cpu()
+        if layer.bias is not None:
+            new.bias.zero_()
+            new.bias[: layer.out_features] = layer.bias.cpu()
+    new.requires_grad_(layer.weight.requires_grad)
+    return new
