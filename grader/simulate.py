@@ -352,10 +352,6 @@ class SimulatedCuda:
         )
         return tensor
 
-    def pending_ms(self) -> float:
-        """Milliseconds until every stream is idle."""
-        return max(0.0, (self.completion_time() - self.now()) * 1000.0)
-
     def synchronize(self, *_args, **_kwargs) -> None:
         """Block until every stream is idle (``torch.cuda.synchronize``)."""
         self.synchronizations += 1
