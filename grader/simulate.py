@@ -591,8 +591,10 @@ def simulated_cuda(
     Args:
         device_count: Number of simulated GPUs (0 simulates a machine without one).
         name: Device name reported.
-        transfers: Also play ``pin_memory`` and copies to ``"cuda"`` (see the module
-            docstring); without it tensors cannot be placed on the simulated device.
+        transfers: Also play tensors on the simulated device (see the module docstring):
+            ``pin_memory``, copies to ``"cuda"``, ``dst.copy_(src)``, factories such as
+            ``torch.empty(..., device="cuda")`` and 2-D matmuls of device tensors. Without
+            it tensors cannot be placed on the simulated device.
         allow_real_gpu: Simulate even where a real GPU exists, for checks whose
             verdict must not depend on the machine (student code inside the block then
             sees only the simulated device).
