@@ -1,0 +1,151 @@
+"""06_amp: the checks accept the reference and written-differently answers and reject every
+listed mistake (on the CPU with float16/bfloat16 autocast and the CPU GradScaler); the CIFAR-10
+loader works on a real CIFAR-format archive and falls back to FakeData with a notice."""
+
+import functools
+import http.server
+import inspect
+import pickle
+import tarfile
+import threading
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+from grader import ch06_amp as checks
+from grader import datasets
+
+from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+
+A = "06_amp"
+
+
+@pytest.mark.parametrize(
+    "name, signature",
+    [
+        (
+            "amp_train_step",
+            "(model, inputs, targets, loss_fn, optimizer, scaler, *, device_type: str, "
+            "dtype=torch.float16, max_grad_norm: float | None = None) -> torch.Tensor",
+        ),
+        ("train_amp", "(model, loader, epochs, lr, device, dtype) -> list[float]"),
+    ],
+)
+def test_reference_has_the_curriculum_signature(name, signature):
+    assert str(inspect.signature(reference_fn(A, name))) == signature
+
+
+@pytest.mark.parametrize("name", ["autocast_dtypes", "amp_train_step", "train_amp"])
+def test_reference_passes_every_check(name, capsys):
+    value = reference_fn(A, "AUTOCAST_DTYPES" if name == "autocast_dtypes" else name)
+    run_every_check(checks, name, value)
+    assert "OK:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sample", sample_params(A))
+def test_sample_scores_as_declared(sample):
+    assert_sample_scores_as_declared(sample)
+
+
+def test_reference_autocast_dtypes_match_the_documented_cuda_policy():
+    ref = reference_fn(A, "AUTOCAST_DTYPES")
+    assert {k: ref[f"cuda/{k}"] for k in checks.AUTOCAST_CASES} == checks.DOCUMENTED_CUDA_FLOAT16
+
+
+def test_cpu_policy_differs_from_cuda_where_the_lesson_says():
+    """softmax, sum and layer_norm keep float16 on the CPU (the lesson's point about policies)."""
+    cpu = checks.observed_autocast_dtypes("cpu")
+    differ = {k for k in cpu if cpu[k] != checks.DOCUMENTED_CUDA_FLOAT16[k]}
+    assert differ == {"softmax_of_linear", "sum_of_linear", "layer_norm_of_linear"}
+
+
+def _write_cifar_archive(folder, images_per_batch=10):
+    """A CIFAR-10-format archive: the same pickled batches as the real one, tiny."""
+    rng = np.random.default_rng(0)
+    root = folder / "src" / "cifar-10-batches-py"
+    root.mkdir(parents=True)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for name in names:
+        batch = {
+            "data": rng.integers(0, 256, (images_per_batch, 3072), dtype=np.uint8),
+            "labels": rng.integers(0, 10, images_per_batch).tolist(),
+        }
+        (root / name).write_bytes(pickle.dumps(batch))
+    meta = {"label_names": [f"class_{i}" for i in range(10)]}
+    (root / "batches.meta").write_bytes(pickle.dumps(meta))
+    archive = folder / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(root, arcname="cifar-10-batches-py")
+    return archive, names
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """Serve tmp_path over HTTP on a free loopback port; yields the base URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):
+            pass  # a client closing early (torchvision's HEAD probe) is not an error here
+
+    server = Server(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_cifar10_downloads_and_reads_a_cifar_format_archive(
+    tmp_path, http_folder, monkeypatch, capsys
+):
+    """The real torchvision download-and-extract path, fed over HTTP from a local archive;
+    only the checksums of the 163 MB original are switched off."""
+    archive, names = _write_cifar_archive(tmp_path)
+    cls = torchvision.datasets.CIFAR10
+    monkeypatch.setattr(cls, "url", f"{http_folder}/{archive.name}")
+    monkeypatch.setattr(cls, "tgz_md5", None)
+    monkeypatch.setattr(cls, "train_list", [[n, None] for n in names[:5]])
+    monkeypatch.setattr(cls, "test_list", [[names[5], None]])
+    monkeypatch.setattr(cls, "meta", dict(cls.meta, md5=None))
+    data_root = tmp_path / "data"
+    train, name = datasets.cifar10(data_root, transform=torchvision.transforms.ToTensor())
+    assert name == "CIFAR-10"
+    assert len(train) == 50
+    image, label = train[0]
+    assert image.shape == (3, 32, 32) and image.dtype == torch.float32 and 0 <= label < 10
+    test, _ = datasets.cifar10(data_root, train=False)
+    assert len(test) == 10
+    assert "NOTICE" not in capsys.readouterr().out
+
+
+def test_cifar10_falls_back_to_fakedata_with_a_notice(tmp_path, monkeypatch, capsys):
+    """Port 9 (discard) refuses the connection at once, as an offline machine does."""
+    monkeypatch.setattr(torchvision.datasets.CIFAR10, "url", "http://127.0.0.1:9/absent.tar.gz")
+    data, name = datasets.cifar10(tmp_path / "data", fake_size=12)
+    assert name.startswith("FakeData")
+    assert len(data) == 12
+    image, label = data[0]
+    assert image.size == (32, 32) and 0 <= label < 10
+    out = capsys.readouterr().out
+    assert "NOTICE: CIFAR-10 could not be loaded" in out and "accuracies mean nothing" in out
+
+
+def test_amp_step_check_explains_a_missing_update():
+    from grader.common import CheckFailed
+
+    def no_update(model, x, y, loss_fn, opt, scaler, *, device_type, dtype, max_grad_norm=None):
+        opt.zero_grad()
+        with torch.autocast(device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        return loss.detach()
+
+    with pytest.raises(CheckFailed, match=r"unscale_\(\) has already been called|update"):
+        checks.check_amp_train_step(no_update)
