@@ -22,6 +22,12 @@ NOTEBOOKS = REPO / "notebooks"
 IMAGES = REPO / "images"
 WORK = REPO / "grader" / "work"
 
+#: Files the notebooks write into their own folder when run (``%%writefile`` cells):
+#: git-ignored, and never copied by nbgrader into a release or an autograded folder.
+WRITTEN_FILES = ["ddp_script.py"]
+
+_WRITEFILE = "%%writefile"
+
 
 def assignments() -> list[str]:
     """Assignment ids in course order: the folders of ``solutions/`` holding a notebook."""
@@ -105,13 +111,33 @@ def strip_solution_markers(source: str) -> str:
     return "\n".join(keep)
 
 
+def split_writefile(source: str) -> tuple[str | None, str]:
+    """Split a ``%%writefile <path>`` cell into its path and the file's text.
+
+    Returns:
+        ``(path, body)`` for a ``%%writefile`` cell, ``(None, source)`` for any other cell.
+    """
+    first, _, body = source.partition("\n")
+    if first.startswith(_WRITEFILE + " "):
+        return first[len(_WRITEFILE) :].strip(), body
+    return None, source
+
+
+def writefile_line(source: str) -> str | None:
+    """The ``%%writefile <path>`` line a cell starts with, or None."""
+    path, _ = split_writefile(source)
+    return f"{_WRITEFILE} {path}" if path else None
+
+
 @functools.cache
 def reference(assignment_id: str) -> types.SimpleNamespace:
     """The reference solution of an assignment, loaded from its source notebook.
 
     The solution cells of ``solutions/<id>/<id>.ipynb`` are executed, in order, in a
     fresh namespace (each solution cell imports what it uses), so the reference
-    exists once, in ``solutions/``, and hidden tests compare against it.
+    exists once, in ``solutions/``, and hidden tests compare against it. A
+    ``%%writefile`` cell (a script) is executed as a module body: its functions are
+    defined, its ``if __name__ == "__main__":`` block does not run.
 
     Returns:
         A namespace with the reference's functions and constants as attributes.
@@ -124,8 +150,9 @@ def reference(assignment_id: str) -> types.SimpleNamespace:
     nb = read(source_path(assignment_id))
     namespace: dict = {"__name__": f"reference_{assignment_id}"}
     for cell in solution_cells(nb):
+        _, body = split_writefile(cell.source)
         code = compile(
-            strip_solution_markers(cell.source),
+            strip_solution_markers(body),
             f"<reference {assignment_id}:{nbgrader_meta(cell)['grade_id']}>",
             "exec",
             dont_inherit=True,  # no `from __future__ import annotations` from this module

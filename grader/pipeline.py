@@ -70,6 +70,13 @@ def course_config(work: Path | None = None, submitted: Path | None = None) -> Co
     c.Execute.timeout = CELL_TIMEOUT_S
     # A deleted test cell is put back from the gradebook (and scores what it scores), not skipped.
     c.OverwriteCells.add_missing_cells = True
+    # Files a notebook writes next to itself when run (07's %%writefile ddp_script.py) are
+    # outputs, not course files: never copied into a release or an autograded folder.
+    c.CourseDirectory.ignore = (
+        [*c.CourseDirectory.ignore, *course.WRITTEN_FILES]
+        if isinstance(c.CourseDirectory.ignore, list)
+        else [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", *course.WRITTEN_FILES]
+    )
     return c
 
 

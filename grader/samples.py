@@ -30,6 +30,7 @@ import copy
 import io
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,6 +155,9 @@ def build_submission(
     for cell in course.solution_cells(nb):
         grade_id = course.nbgrader_meta(cell)["grade_id"]
         code = (overrides or {}).get(grade_id)
+        magic = course.writefile_line(cell.source)
+        if code is not None and magic and not code.startswith("%%"):
+            code = f"{magic}\n{code}"  # a sample holds the script; the cell writes it
         cell.source = code if code is not None else course.strip_solution_markers(source[grade_id])
     return nb
 
@@ -267,10 +271,19 @@ def run_test_cells(
     saved = os.environ.get(GRADING_ENV)
     os.environ[GRADING_ENV] = "1"
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        # In a scratch folder, as a notebook runs in its own: %%writefile cells land there.
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            tempfile.TemporaryDirectory(prefix="run-test-cells-") as scratch,
+            contextlib.chdir(scratch),
+        ):
             for cell in course.solution_cells(nb):
                 grade_id = course.nbgrader_meta(cell)["grade_id"]
                 code = (overrides or {}).get(grade_id) or course.strip_solution_markers(cell.source)
+                path, _ = course.split_writefile(cell.source)
+                if path:  # written, not executed, as IPython's %%writefile does
+                    Path(path).write_text(course.split_writefile(code)[1])
+                    continue
                 with contextlib.suppress(Exception):
                     exec(
                         compile(code, f"<solution {grade_id}>", "exec", dont_inherit=True),

@@ -88,7 +88,92 @@ def cpu_vs_gpu(path: Path) -> None:
     plt.close(fig)
 
 
+def dp_vs_ddp(path: Path) -> None:
+    """nn.DataParallel (one process, scatter/replicate/gather through GPU 0) against
+    DistributedDataParallel (one process per GPU, gradients all-reduced)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=120)
+
+    def box(ax, x, y, w, h, text, color, fs=7.5):
+        ax.add_patch(Rectangle((x, y), w, h, color=color, alpha=0.85))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fs)
+
+    def arrow(ax, a, b, color="0.3", style="-|>"):
+        ax.add_patch(FancyArrowPatch(a, b, arrowstyle=style, mutation_scale=10, color=color))
+
+    ax = axes[0]
+    box(ax, 0.3, 3.3, 3.4, 0.55, "1 Python process (GIL): whole batch", "tab:orange")
+    box(ax, 0.2, 1.6, 1.5, 1.1, "GPU 0\nreplica + scatter\n+ gather + loss\n+ optimizer", "tab:red")
+    box(ax, 2.3, 1.6, 1.5, 1.1, "GPU 1\nreplica\n(copied every step)", "tab:green")
+    arrow(ax, (1.2, 3.3), (0.95, 2.7))
+    arrow(ax, (0.95, 1.6), (3.05, 1.6), style="<|-|>")
+    ax.text(
+        2.0,
+        1.35,
+        "scatter inputs, replicate weights,\ngather outputs: all through GPU 0",
+        ha="center",
+        va="top",
+        fontsize=7.5,
+    )
+    ax.text(
+        2.0,
+        0.35,
+        "GPU 0 does extra work and holds extra memory;\nthreads share one GIL",
+        ha="center",
+        fontsize=7.5,
+        color="tab:red",
+    )
+    ax.set(xlim=(0, 4), ylim=(0, 4.1), title="nn.DataParallel (single process)")
+    ax.axis("off")
+
+    ax = axes[1]
+    for i, x in enumerate((0.2, 2.3)):
+        box(
+            ax,
+            x,
+            3.2,
+            1.5,
+            0.65,
+            f"process rank {i}\nits shard of the data\n(DistributedSampler)",
+            "tab:orange",
+        )
+        box(
+            ax,
+            x,
+            1.6,
+            1.5,
+            1.1,
+            f"GPU {i}\nfull replica\nforward + backward\n+ optimizer step",
+            "tab:green",
+        )
+        arrow(ax, (x + 0.75, 3.2), (x + 0.75, 2.7))
+    arrow(ax, (1.7, 2.15), (2.3, 2.15), color="tab:blue", style="<|-|>")
+    ax.text(
+        2.0,
+        1.35,
+        "all-reduce of gradient buckets (NCCL),\noverlapped with backward",
+        ha="center",
+        va="top",
+        fontsize=7.5,
+        color="tab:blue",
+    )
+    ax.text(
+        2.0,
+        0.35,
+        "every rank identical after each step;\nno main GPU, no GIL contention",
+        ha="center",
+        fontsize=7.5,
+        color="tab:green",
+    )
+    ax.set(xlim=(0, 4), ylim=(0, 4.1), title="DistributedDataParallel (one process per GPU)")
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 if __name__ == "__main__":
     async_queue(HERE / "02_async" / "async_queue.png")
     cpu_vs_gpu(HERE / "01_devices" / "cpu_vs_gpu.png")
+    (HERE / "07_multi_gpu").mkdir(exist_ok=True)
+    dp_vs_ddp(HERE / "07_multi_gpu" / "dp_vs_ddp.png")
     print("diagrams written under", HERE)

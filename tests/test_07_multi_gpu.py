@@ -1,0 +1,200 @@
+"""07_multi_gpu: the checks accept the reference and written-differently answers and reject
+every listed mistake (gloo processes on the CPU, virtual devices for placement); the course's
+process launcher never waits forever and never needs a fixed port."""
+
+import inspect
+import json
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from grader import ch07_multi_gpu as checks
+from grader import course
+from grader.distributed import RanksFailed, run_ranks, run_torchrun
+
+from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+
+A = "07_multi_gpu"
+
+
+@pytest.mark.parametrize(
+    "name, signature",
+    [
+        ("average_gradients", "(model) -> None"),
+        (
+            "shard_indices",
+            "(num_samples: int, rank: int, world_size: int, *, shuffle: bool = True, "
+            "seed: int = 0, epoch: int = 0, drop_last: bool = False) -> list[int]",
+        ),
+        ("ddp_train", "(rank: int, world_size: int, config: dict) -> None"),
+        (
+            "split_model",
+            "(model: torch.nn.modules.container.Sequential, devices: list[str]) "
+            "-> torch.nn.modules.module.Module",
+        ),
+    ],
+)
+def test_reference_has_the_curriculum_signature(name, signature):
+    assert str(inspect.signature(reference_fn(A, name))) == signature
+
+
+@pytest.mark.parametrize("name", ["average_gradients", "shard_indices", "split_model"])
+def test_reference_passes_every_check(name, capsys):
+    run_every_check(checks, name, reference_fn(A, name))
+    assert "OK:" in capsys.readouterr().out
+
+
+def _write_reference_script(folder):
+    nb = course.read(course.source_path(A))
+    cell = next(
+        c for c in course.solution_cells(nb) if course.nbgrader_meta(c)["grade_id"] == "ddp_train"
+    )
+    path, body = course.split_writefile(course.strip_solution_markers(cell.source))
+    assert path == "ddp_script.py"
+    script = folder / path
+    script.write_text(body)
+    return script
+
+
+def test_reference_ddp_script_passes_with_spawn_and_torchrun(tmp_path, capsys):
+    script = _write_reference_script(tmp_path)
+    checks.check_ddp_train(str(script))
+    checks.check_ddp_train_hidden(str(script))
+    out = capsys.readouterr().out
+    assert "mp.spawn" in out and "torchrun" in out
+
+
+@pytest.mark.parametrize("sample", sample_params(A))
+def test_sample_scores_as_declared(sample):
+    assert_sample_scores_as_declared(sample)
+
+
+@given(
+    n=st.integers(1, 60),
+    world_size=st.integers(1, 6),
+    data=st.data(),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 2**31),
+    epoch=st.integers(0, 5),
+    drop_last=st.booleans(),
+)
+def test_reference_shard_indices_equals_distributed_sampler(
+    n, world_size, data, shuffle, seed, epoch, drop_last
+):
+    if drop_last and n < world_size:
+        return
+    rank = data.draw(st.integers(0, world_size - 1))
+    kwargs = dict(shuffle=shuffle, seed=seed, epoch=epoch, drop_last=drop_last)
+    assert reference_fn(A, "shard_indices")(n, rank, world_size, **kwargs) == (
+        checks.sampler_indices(n, rank, world_size, **kwargs)
+    )
+
+
+def test_best_max_stage_by_hand():
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 1), nn.Linear(1, 100))
+    # layer sizes 110, 0, 11, 200: two stages -> [110, 0, 11 | 200] = 200
+    assert checks.best_max_stage(model, 2) == 200
+    assert checks.best_max_stage(model, 4) == 200
+    assert checks.best_max_stage(model, 1) == 321
+
+
+def test_virtual_devices_follow_cuda_placement_rules():
+    layer = nn.Linear(3, 2)
+    x = torch.randn(4, 3, requires_grad=True)
+    with checks.VirtualDevices() as vd:
+        layer.to("cuda:1")
+        assert next(layer.parameters()).device == torch.device("cuda:1")
+        with pytest.raises(RuntimeError, match="same device"):
+            layer(x)
+        y = layer(x.to("cuda:1"))
+        assert vd.device_of(y) == "cuda:1" and y.is_cuda
+        z = y.cpu() * 2
+        assert z.device == torch.device("cpu")
+        w = torch.zeros(2, device="cuda:0")
+        assert w.device == torch.device("cuda:0")
+    z.sum().backward()  # autograd flows back through the moves
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_run_ranks_ends_a_deadlock_with_a_clear_message():
+    def only_rank0_reduces(rank, world_size):
+        if rank == 0:
+            dist.all_reduce(torch.ones(1))
+        else:
+            time.sleep(600)
+
+    start = time.monotonic()
+    with pytest.raises(
+        RanksFailed, match=r"rank\(s\) \[.*\] of 2 had not finished.*same collectives"
+    ):
+        run_ranks(only_rank0_reduces, 2, timeout_s=5)
+    assert time.monotonic() - start < 30
+
+
+def test_run_ranks_reports_the_failing_rank_and_its_traceback():
+    def rank1_fails(rank, world_size):
+        if rank == 1:
+            raise ValueError("rank one is broken")
+        return rank
+
+    with pytest.raises(RanksFailed, match=r"rank 1 raised:(.|\n)*ValueError: rank one is broken"):
+        run_ranks(rank1_fails, 2, timeout_s=30)
+
+
+def test_two_runs_at_once_need_no_port(tmp_path):
+    """Each run has its own file store: runs started back to back (or in parallel gradings)
+    cannot collide on a port."""
+
+    def world(rank, world_size):
+        t = torch.tensor([1.0])
+        dist.all_reduce(t)
+        return t.item()
+
+    assert run_ranks(world, 2) == [2.0, 2.0]
+    assert run_ranks(world, 3) == [3.0, 3.0, 3.0]
+
+
+def test_torchrun_failure_and_timeout_are_reported(tmp_path):
+    crash = tmp_path / "crash.py"
+    crash.write_text("import os\nif os.environ['RANK'] == '1':\n    raise SystemExit(3)\n")
+    with pytest.raises(RanksFailed, match="exited with code"):
+        run_torchrun(crash, 2, timeout_s=120)
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(600)\n")
+    start = time.monotonic()
+    with pytest.raises(RanksFailed, match="not finished after 8 s"):
+        run_torchrun(hang, 2, timeout_s=8)
+    assert time.monotonic() - start < 40
+
+
+def test_ddp_check_explains_a_crashing_script(tmp_path):
+    script = tmp_path / "ddp_script.py"
+    script.write_text(
+        "from torch import nn\n\n\ndef make_model():\n    return nn.Linear(8, 1)\n\n\n"
+        "def ddp_train(rank, world_size, config):\n    raise KeyError('dataset')\n"
+    )
+    with pytest.raises(AssertionError, match="rank . raised(.|\n)*KeyError"):
+        checks.check_ddp_train(str(script))
+
+
+def test_ddp_config_is_json_serialisable(tmp_path):
+    config = checks.ddp_config(tmp_path)
+    assert json.loads(json.dumps(config)) == config
+    assert config["init_method"].startswith("file://")
+
+
+@pytest.mark.multi_gpu
+def test_reference_ddp_script_trains_with_nccl_on_two_gpus(tmp_path):
+    from grader.distributed import load_script, spawn_script
+
+    script = _write_reference_script(tmp_path)
+    config = dict(checks.ddp_config(tmp_path), backend="nccl")
+    spawn_script(script, 2, config, timeout_s=300)
+    expected = checks.single_process_training(load_script(script).make_model, config, 2)
+    got = torch.load(config["out"])
+    assert max((got[k] - expected[k]).abs().max().item() for k in expected) < 1e-4
