@@ -72,11 +72,10 @@ def course_config(work: Path | None = None, submitted: Path | None = None) -> Co
     c.OverwriteCells.add_missing_cells = True
     # Files a notebook writes next to itself when run (07's %%writefile ddp_script.py) are
     # outputs, not course files: never copied into a release or an autograded folder.
-    c.CourseDirectory.ignore = (
-        [*c.CourseDirectory.ignore, *course.WRITTEN_FILES]
-        if isinstance(c.CourseDirectory.ignore, list)
-        else [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", *course.WRITTEN_FILES]
-    )
+    c.CourseDirectory.ignore = [
+        *(".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"),  # nbgrader's defaults
+        *course.WRITTEN_FILES,
+    ]
     return c
 
 
@@ -187,7 +186,8 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
 
 
 def _dirs_differ(a: Path, b: Path) -> bool:
-    cmp = filecmp.dircmp(a, b)
+    # Files a notebook writes when run (course.WRITTEN_FILES) are not part of a release.
+    cmp = filecmp.dircmp(a, b, ignore=[*filecmp.DEFAULT_IGNORES, *course.WRITTEN_FILES])
     if cmp.left_only or cmp.right_only or cmp.funny_files:
         return True
     _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
