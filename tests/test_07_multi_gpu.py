@@ -15,7 +15,7 @@ from torch import nn
 
 from grader import ch07_multi_gpu as checks
 from grader import course
-from grader.distributed import RanksFailed, run_ranks, run_torchrun
+from grader.distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -198,3 +198,30 @@ def test_reference_ddp_script_trains_with_nccl_on_two_gpus(tmp_path):
     expected = checks.single_process_training(load_script(script).make_model, config, 2)
     got = torch.load(config["out"])
     assert max((got[k] - expected[k]).abs().max().item() for k in expected) < 1e-4
+
+
+_ABORT_AT_EXIT = (
+    "import atexit\nimport os\n\n\n"
+    "def ddp_train(rank, world_size, config):\n"
+    "    atexit.register(os.abort)  # what torch's gloo threads may do at interpreter shutdown\n\n\n"
+    "if __name__ == '__main__':\n"
+    "    ddp_train(int(os.environ['RANK']), int(os.environ['WORLD_SIZE']), {})\n"
+)
+
+
+def test_launchers_end_a_finished_rank_before_interpreter_shutdown(tmp_path):
+    """A rank whose function returned is not failed by an abort during interpreter shutdown
+    (DDP on gloo can abort there: grader.distributed, "No abort at exit")."""
+    script = tmp_path / "abort_at_exit.py"
+    script.write_text(_ABORT_AT_EXIT)
+    spawn_script(script, 2, {}, timeout_s=120)
+    run_torchrun(script, 2, timeout_s=120)
+
+
+def test_launchers_still_report_a_rank_that_raises(tmp_path):
+    script = tmp_path / "raises.py"
+    script.write_text(_ABORT_AT_EXIT.replace("atexit.register(os.abort)", "raise KeyError('x')"))
+    with pytest.raises(RanksFailed, match="KeyError"):
+        spawn_script(script, 2, {}, timeout_s=120)
+    with pytest.raises(RanksFailed, match="KeyError"):
+        run_torchrun(script, 2, timeout_s=120)
