@@ -171,9 +171,130 @@ def dp_vs_ddp(path: Path) -> None:
     plt.close(fig)
 
 
+def cores_processes_threads(path: Path) -> None:
+    """Cores run threads; processes own memory (and, in CPython, a GIL each); threads of a
+    process share its memory and its GIL; coroutines take turns inside one thread."""
+    fig, ax = plt.subplots(figsize=(10, 4.6), dpi=120)
+
+    def box(x, y, w, h, text, color, alpha=0.85, fs=7.5, va="center", y_text=None):
+        ax.add_patch(Rectangle((x, y), w, h, color=color, alpha=alpha))
+        ax.text(
+            x + w / 2,
+            y_text if y_text is not None else y + h / 2,
+            text,
+            ha="center",
+            va=va,
+            fontsize=fs,
+        )
+
+    box(0.1, 3.9, 9.8, 0.6, "", "0.85", alpha=1)
+    ax.text(0.2, 4.2, "machine:", fontsize=8, va="center")
+    for i in range(4):
+        box(1.2 + 2.2 * i, 3.98, 1.9, 0.44, f"core {i}", "tab:blue", fs=8)
+
+    # process A: three threads sharing one GIL
+    box(0.1, 0.3, 5.1, 3.3, "", "tab:orange", alpha=0.18)
+    ax.text(0.25, 3.4, "process A (own memory, own GIL): threads share both", fontsize=8)
+    box(
+        0.35,
+        2.55,
+        4.6,
+        0.55,
+        "GIL: one thread at a time runs Python bytecode",
+        "tab:red",
+        alpha=0.35,
+        fs=7.5,
+    )
+    for i, label in enumerate(
+        [
+            "thread 1\nPython code",
+            "thread 2\ntorch op\n(GIL released)",
+            "thread 3\nwaits on I/O\n(GIL released)",
+        ]
+    ):
+        box(0.35 + 1.58 * i, 0.55, 1.45, 1.7, label, "tab:orange", fs=7.5)
+
+    # process B: one thread with an event loop of coroutines
+    box(5.5, 0.3, 4.4, 3.3, "", "tab:green", alpha=0.18)
+    ax.text(5.65, 3.4, "process B: its own memory and GIL", fontsize=8)
+    box(5.75, 0.55, 3.9, 2.55, "", "tab:green", alpha=0.45)
+    ax.text(7.7, 2.85, "one thread, an asyncio event loop", fontsize=7.5, ha="center")
+    for i in range(3):
+        box(
+            6.0 + 1.22 * i,
+            1.2,
+            1.05,
+            1.2,
+            f"coroutine {i + 1}\nruns until\nit awaits",
+            "white",
+            alpha=0.9,
+            fs=7,
+        )
+    ax.text(7.7, 0.75, "they take turns: concurrency, not parallelism", fontsize=7.5, ha="center")
+    ax.text(
+        5.0,
+        3.72,
+        "the operating system schedules every thread of every process onto the cores",
+        fontsize=7.5,
+        ha="center",
+        va="center",
+    )
+    ax.set(xlim=(0, 10), ylim=(0, 4.6))
+    ax.set_title("Cores, processes, threads and coroutines")
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def eager_vs_compiled(path: Path) -> None:
+    """Eager: Python dispatches every op, one kernel each. Compiled: a captured graph, fused
+    kernels. CUDA graph: the whole recorded sequence replayed by one launch."""
+    fig, axes = plt.subplots(3, 1, figsize=(9, 4.6), dpi=120, sharex=True)
+    rows = [
+        (
+            "eager (imperative)",
+            [("Python + dispatch", "tab:orange", 0.45), ("kernel", "tab:green", 0.3)] * 4,
+        ),
+        ("torch.compile", [("guards", "tab:orange", 0.25), ("fused kernel", "tab:green", 0.75)]),
+        (
+            "CUDA graph replay",
+            [
+                ("launch", "tab:orange", 0.2),
+                ("k1", "tab:green", 0.3),
+                ("k2", "tab:green", 0.3),
+                ("k3", "tab:green", 0.3),
+                ("k4", "tab:green", 0.3),
+            ],
+        ),
+    ]
+    for ax, (title, spans) in zip(axes, rows):
+        x = 0.0
+        for label, color, width in spans:
+            ax.add_patch(Rectangle((x, 0.2), width, 0.6, color=color, alpha=0.85))
+            ax.text(x + width / 2, 0.5, label, ha="center", va="center", fontsize=7)
+            x += width + 0.03
+        ax.set_ylim(0, 1)
+        ax.set_yticks([])
+        ax.set_ylabel(title, rotation=0, ha="right", va="center", fontsize=8, labelpad=6)
+    axes[-1].set_xlim(0, 3.3)
+    axes[-1].set_xlabel("time, schematic (orange: host work; green: device work)")
+    axes[0].set_title(
+        "Four small launch-bound ops: eager, compiled (fused), CUDA graph (one launch)"
+    )
+    fig.tight_layout()
+    fig.subplots_adjust(left=0.2)
+    fig.savefig(path)
+    plt.close(fig)
+
+
 if __name__ == "__main__":
     async_queue(HERE / "02_async" / "async_queue.png")
     cpu_vs_gpu(HERE / "01_devices" / "cpu_vs_gpu.png")
     (HERE / "07_multi_gpu").mkdir(exist_ok=True)
     dp_vs_ddp(HERE / "07_multi_gpu" / "dp_vs_ddp.png")
+    (HERE / "08_cpu_parallelism").mkdir(exist_ok=True)
+    cores_processes_threads(HERE / "08_cpu_parallelism" / "cores_processes_threads.png")
+    (HERE / "09_compilation").mkdir(exist_ok=True)
+    eager_vs_compiled(HERE / "09_compilation" / "eager_vs_compiled.png")
     print("diagrams written under", HERE)

@@ -1,0 +1,76 @@
+"""08_cpu_parallelism: the checks accept the reference and written-differently answers and
+reject every listed mistake, judging behaviour (where and how many tasks ran, order, which
+worker drew which number) rather than speed, except on a dataset that sleeps."""
+
+import inspect
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grader import ch08_cpu_parallelism as checks
+from grader.common import CheckFailed
+
+from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+
+A = "08_cpu_parallelism"
+
+
+@pytest.mark.parametrize(
+    "name, signature",
+    [
+        ("parallel_map", "(fn, items, *, workers: int, backend: str = 'process') -> list"),
+        ("seed_worker", "(worker_id: int) -> None"),
+        ("loader_speedup", "(dataset, batch_size, workers) -> float"),
+    ],
+)
+def test_reference_has_the_curriculum_signature(name, signature):
+    assert str(inspect.signature(reference_fn(A, name))) == signature
+
+
+@pytest.mark.parametrize("name", ["parallel_map", "seed_worker", "loader_speedup"])
+def test_reference_passes_every_check(name, capsys):
+    run_every_check(checks, name, reference_fn(A, name))
+    assert "OK:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sample", sample_params(A))
+def test_sample_scores_as_declared(sample):
+    assert_sample_scores_as_declared(sample)
+
+
+def test_without_worker_init_fn_every_worker_draws_the_same_numbers():
+    """The trap the seed_worker exercise fixes is real: fork copies the dataset's Generator."""
+    numbers = checks.noisy_numbers(None, loader_seed=0, workers=2)
+    assert set(numbers) == {0, 1}
+    assert numbers[0] == numbers[1]
+
+
+def test_completion_order_is_named_as_the_cause():
+    def in_completion_order(fn, items, *, workers, backend="process"):
+        results = reference_fn(A, "parallel_map")(fn, items, workers=workers, backend=backend)
+        return (
+            sorted(results, key=lambda r: r[4])
+            if results and isinstance(results[0], tuple)
+            else results
+        )
+
+    with pytest.raises(CheckFailed, match="order of the items"):
+        checks.check_parallel_map(in_completion_order)
+
+
+def test_sleepy_dataset_logs_the_process_that_served_each_item(tmp_path):
+    log = tmp_path / "pids.txt"
+    ds = checks.SleepyDataset(n=3, ms=0, log=log)
+    assert [int(ds[i]) for i in range(3)] == [0, 1, 2]
+    assert log.read_text().split() == [str(os.getpid())] * 3
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(1, 20)), max_size=12))
+def test_max_overlap_equals_brute_force(spans):
+    intervals = [(float(s), float(s + d)) for s, d in spans]
+    # at any moment: count intervals with start <= t < end (an end frees its slot first)
+    moments = {s for s, _ in intervals}
+    brute = max((sum(s <= t < e for s, e in intervals) for t in moments), default=0)
+    assert checks.max_overlap(intervals) == brute
