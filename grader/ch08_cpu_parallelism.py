@@ -412,12 +412,14 @@ def _check_speedup(
         cause="time two full passes: DataLoader(dataset, batch_size, num_workers=0) and "
         "DataLoader(dataset, batch_size, num_workers=workers)",
     )
+    # On a busy machine the workers start slowly and even the reference falls short of `floor`.
+    floor = min(floor, 0.75 * ref)
     require(
         mine >= floor and 0.6 * ref <= mine <= 1.7 * ref,
         f"loader_speedup on an I/O-bound dataset ({n} items of {ms:g} ms, batch {batch_size}, "
         f"{workers} workers), vs the reference measured just now",
         yours=f"{mine:.2f}",
-        expected=f"about {ref:.2f} (at least {floor:g})",
+        expected=f"about {ref:.2f} (at least {floor:.2f})",
         cause=(
             "return the 0-worker time over the `workers` time (throughput with workers over "
             "throughput without), not its inverse; and time complete passes: the first batch "
@@ -429,14 +431,14 @@ def _check_speedup(
 
 
 def check_loader_speedup(loader_speedup) -> None:
-    """4 workers on a dataset whose items each wait 10 ms: at least 2.5x (the reference measures
-    about 3.5x on a 2-core machine), within a band of the reference measured in the same run,
-    with the work really spread over 4 worker processes.
+    """4 workers on a dataset whose items each wait 15 ms: at least 2.5x (the reference measures
+    about 3.5x on a 2-core machine; on a busy machine 0.75x the reference), within 0.6x-1.7x of
+    the reference measured in the same run, with the work really spread over 4 worker processes.
 
     Raises:
         CheckFailed: wrong type, too small or far from the reference, or not 4 workers.
     """
-    _check_speedup(loader_speedup, n=256, ms=10, batch_size=8, workers=4, floor=2.5)
+    _check_speedup(loader_speedup, n=256, ms=15, batch_size=8, workers=4, floor=2.5)
     passed("loader_speedup measures the gain of 4 workers on an I/O-bound dataset")
 
 

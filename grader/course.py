@@ -158,5 +158,6 @@ def reference(assignment_id: str) -> types.SimpleNamespace:
             dont_inherit=True,  # no `from __future__ import annotations` from this module
         )
         exec(code, namespace)  # noqa: S102 - the course's own reference solutions
-    namespace.pop("__builtins__", None)
-    return types.SimpleNamespace(**namespace)
+    # The functions keep `namespace` as their globals, __builtins__ included (tracers such as
+    # torch._dynamo read it), so filter a copy.
+    return types.SimpleNamespace(**{k: v for k, v in namespace.items() if k != "__builtins__"})
