@@ -158,7 +158,8 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
 
     Returns:
         The assignments whose committed release differed (and, without ``check``,
-        was rewritten).
+        was rewritten), and ``"README.md"`` when the course index ``notebooks/README.md``
+        differed from :func:`grader.course.index_markdown` (all assignments only).
 
     Raises:
         PipelineError: a source notebook has outputs, or generation failed.
@@ -182,6 +183,13 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
                     if committed.exists():
                         shutil.rmtree(committed)
                     shutil.copytree(fresh, committed)
+    index = course.NOTEBOOKS / "README.md"
+    if assignment_ids is None and (
+        not index.is_file() or index.read_text() != course.index_markdown()
+    ):
+        changed.append("README.md")
+        if not check:
+            index.write_text(course.index_markdown())
     return changed
 
 

@@ -11,8 +11,17 @@ from grader import course, pipeline
 ASSIGNMENTS = course.assignments()
 
 
-def test_every_curriculum_notebook_so_far_is_present():
-    assert {"01_devices", "02_async"} <= set(ASSIGNMENTS)
+def test_every_curriculum_notebook_is_present_and_in_the_index():
+    assert ASSIGNMENTS == [lesson.id for lesson in course.LESSONS]
+    assert len(ASSIGNMENTS) == 9
+
+
+def test_course_index_is_generated_and_the_readme_shows_it():
+    assert (course.NOTEBOOKS / "README.md").read_text() == course.index_markdown()
+    readme = (course.REPO / "README.md").read_text()
+    assert course.index_table("notebooks/") in readme, (
+        "README.md's course table differs from grader/course.py LESSONS: paste index_table('notebooks/')"
+    )
 
 
 @pytest.mark.parametrize("aid", ASSIGNMENTS)
