@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from . import demo, pipeline
+from . import demo, grading, pipeline, sandbox
 
 
 def _cmd_release(args) -> int:
@@ -43,19 +43,40 @@ def _cmd_clean(args) -> int:
     return 0
 
 
+def _grading_options(args) -> grading.GradingOptions:
+    return grading.GradingOptions.for_machine(
+        args.jobs,
+        cell_timeout=args.cell_timeout,
+        notebook_timeout=args.notebook_timeout,
+        memory_gb=args.memory_gb,
+        isolate=not args.no_sandbox,
+        regrade=args.regrade,
+        cpu_ok=args.cpu_ok,
+        rerun_demos=args.rerun_demos,
+    )
+
+
 def _cmd_autograde(args) -> int:
+    options = _grading_options(args)
     if not torch.cuda.is_available() and args.cpu_ok:
         print("No CUDA GPU: CUDA-only cells score 0 and are listed as not checked (--cpu-ok).")
-    outcomes = pipeline.autograde(
-        args.submissions, work=args.work, assignment_ids=args.assignment or None, cpu_ok=args.cpu_ok
+    print(
+        f"Grading {options.jobs} submission(s) at a time; cells stop after {options.cell_timeout} s, "
+        f"notebooks after {options.notebook_timeout} s, kernels at {options.memory_gb:g} GB. "
+        f"Kernels: {sandbox.isolation_label(options.isolate)}."
     )
-    if not outcomes:
+    results = pipeline.autograde(
+        args.submissions, work=args.work, assignment_ids=args.assignment or None, options=options
+    )
+    if not results:
         print("no submissions found.")
         return 1
-    print(pipeline.format_report(outcomes))
-    failed = [o for o in outcomes if o.status != "graded"]
+    print(grading.format_summary(results))
+    if args.report:
+        print(f"report written to {grading.write_report_csv(results, args.report)}")
+    failed = [r for r in results if r.status == "failed"]
     if failed:
-        print(f"\n{len(failed)} submission(s) could not be autograded; see the notes above.")
+        print(f"\n{len(failed)} submission(s) could not be graded; run the command again to retry.")
         return 1
     return 0
 
@@ -73,6 +94,18 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _cmd_benchmark(args) -> int:
+    from . import bench
+
+    if args.students < 1 or any(j < 1 for j in args.jobs):
+        raise pipeline.PipelineError("--students and --jobs must be at least 1")
+    rows = bench.run(args.assignment, args.students, args.jobs)
+    print(bench.format_rows(rows, args.assignment))
+    if args.json:
+        bench.write_json(rows, args.assignment, args.json)
+    return 0 if all(r.ok for r in rows) else 1
+
+
 def _cmd_demo(args) -> int:
     gpu = torch.cuda.is_available()
     print(
@@ -83,7 +116,12 @@ def _cmd_demo(args) -> int:
         print(
             "No CUDA GPU here: CUDA-only cells score 0 for every student and are listed as not checked."
         )
-    results = demo.run_demo(args.assignment or None, keep=args.keep, feedback=not args.no_feedback)
+    results = demo.run_demo(
+        args.assignment or None,
+        keep=args.keep,
+        feedback=not args.no_feedback,
+        options=_grading_options(args),
+    )
     print()
     print(demo.format_table(results))
     not_checked = sorted({c for r in results for c in r.not_checked})
@@ -98,6 +136,38 @@ def _cmd_demo(args) -> int:
         return 1
     print("\nEvery score is as expected.")
     return 0
+
+
+def _add_grading_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="submissions graded at the same time (default: one per two cores, at most 8; 4 on a GPU)",
+    )
+    p.add_argument("--cell-timeout", type=int, default=None, help="seconds per cell (default 600)")
+    p.add_argument(
+        "--notebook-timeout", type=int, default=None, help="seconds per notebook (default 3600)"
+    )
+    p.add_argument(
+        "--memory-gb",
+        type=float,
+        default=None,
+        help="memory limit per kernel, GB (default: 80%% of the machine's memory split between jobs, at most 16)",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run kernels without the bubblewrap sandbox (they can then read the course folder)",
+    )
+    p.add_argument(
+        "--regrade", action="store_true",
+        help="grade again submissions already graded with the same content",
+    )  # fmt: skip
+    p.add_argument(
+        "--rerun-demos", action="store_true",
+        help="also re-run unchanged teaching demo cells (tagged demo; slower, same scores)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cpu-ok", action="store_true", help="without a GPU, accept that CUDA-only cells score 0"
     )
+    _add_grading_arguments(p)
+    p.add_argument("--report", type=Path, default=None, help="also write the report as CSV")
     p.set_defaults(func=_cmd_autograde)
 
     p = sub.add_parser("feedback", help="generate HTML feedback for autograded submissions")
@@ -147,7 +219,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback step")
-    p.set_defaults(func=_cmd_demo)
+    _add_grading_arguments(p)
+    p.set_defaults(func=_cmd_demo, cpu_ok=True)
+
+    p = sub.add_parser(
+        "benchmark", help="time grading a class of sample students, serial vs parallel"
+    )
+    p.add_argument("--assignment", default="03_streams")
+    p.add_argument("--students", type=int, default=50)
+    p.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="one run per value")
+    p.add_argument("--json", type=Path, default=None, help="also write the runs as JSON")
+    p.set_defaults(func=_cmd_benchmark)
     return parser
 
 

@@ -340,6 +340,20 @@ def many_small_ops(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def warm_caches() -> None:
+    """Compile what the checks compile, so Inductor's on-disk cache holds it.
+
+    The first ``torch.compile`` in a process with an empty cache costs about 15 s on a 2-core
+    CPU (Inductor builds its C++ support code); with a warm cache about 3 s. The grading
+    command runs this once per class and copies the cache into each kernel's own folder.
+    """
+    for fn, n in ((many_small_ops, 256), (gelu_loop, 512)):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn)
+        for _ in range(2):
+            compiled(torch.randn(n))
+
+
 def gelu_loop(x: torch.Tensor) -> torch.Tensor:
     """Six tanh-approximated GELUs with a residual, written op by op: 48 small ops."""
     for _ in range(6):
@@ -365,13 +379,19 @@ def _compile_ratio(compile_speedup, fn, x) -> tuple[float, float]:
     return float(mine), ref
 
 
-def _check_speedup(compile_speedup, fn, x, label: str) -> None:
-    mine, ref = _compile_ratio(compile_speedup, fn, x)
+def _check_speedup(compile_speedup, fn, x, label: str, attempts: int = 3) -> None:
+    # Calls of ~30 us on a shared machine: two runs of the reference differ by up to 2x, so the
+    # band is 3x either way, and a pair (yours, the reference) measured during a burst of other
+    # work is measured again, up to three times. The listed mistakes land far outside the band
+    # (ratios below 0.3) every time.
+    for _ in range(attempts):
+        mine, ref = _compile_ratio(compile_speedup, fn, x)
+        if mine > 1.0 and ref / 3 <= mine <= 3 * ref:
+            return
     require(
-        # Calls of ~30 us on a shared machine: two runs of the reference differ by up to 2x, so
-        # the band is 3x either way. The listed mistakes land far outside it (ratios below 0.3).
-        mine > 1.0 and ref / 3 <= mine <= 3 * ref,
-        f"compile_speedup({fn.__name__}, {label}) vs the reference measured just now",
+        False,
+        f"compile_speedup({fn.__name__}, {label}) vs the reference measured just now "
+        f"({attempts} tries)",
         yours=f"{mine:.3g}",
         expected=f"about {ref:.2f}",
         cause=(

@@ -8,11 +8,10 @@ source, ``notebooks/01_devices/01_devices.ipynb`` the generated student copy.
 from __future__ import annotations
 
 import functools
+import json
 import types
 from dataclasses import dataclass
 from pathlib import Path
-
-import nbformat
 
 from .common import CUDA_SUFFIX
 
@@ -186,9 +185,26 @@ def release_path(assignment_id: str) -> Path:
     return NOTEBOOKS / assignment_id / f"{assignment_id}.ipynb"
 
 
-def read(path: Path) -> nbformat.NotebookNode:
-    """Read a notebook as nbformat 4."""
+def read(path: Path):
+    """Read a notebook as nbformat 4 (an ``nbformat.NotebookNode``)."""
+    import nbformat  # here, not at the top: grading kernels import this module, not nbformat
+
     return nbformat.read(str(path), as_version=4)
+
+
+def _solution_sources(path: Path) -> list[tuple[str, str]]:
+    """(grade id, source) of the solution cells, read as plain JSON.
+
+    The kernels that run checks only need these; plain JSON spares each of them nbformat's
+    import (about 2 s: jsonschema's format checkers compile a grammar when imported)."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    out = []
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and meta.get("solution"):
+            source = cell["source"]
+            out.append((meta["grade_id"], "".join(source) if isinstance(source, list) else source))
+    return out
 
 
 def nbgrader_meta(cell) -> dict:
@@ -223,6 +239,23 @@ def test_cells(nb) -> list[TestCell]:
         if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
             out.append(TestCell(meta["grade_id"], float(meta.get("points", 0)), cell.source))
     return out
+
+
+#: Tag of a teaching demo cell: it defines nothing that a later cell reads, so the course's
+#: autograde command does not re-run it when it is unchanged (tests/test_release.py checks it).
+DEMO_TAG = "demo"
+
+
+def demo_sources(nb) -> list[str]:
+    """Sources of the ``demo``-tagged code cells that are not nbgrader cells, in order."""
+    return [
+        c.source
+        for c in nb.cells
+        if c.cell_type == "code"
+        and DEMO_TAG in c.get("metadata", {}).get("tags", [])
+        and not nbgrader_meta(c).get("grade")
+        and not nbgrader_meta(c).get("solution")
+    ]
 
 
 def strip_solution_markers(source: str) -> str:
@@ -271,13 +304,12 @@ def reference(assignment_id: str) -> types.SimpleNamespace:
         FileNotFoundError: the source notebook is missing.
     """
     check_assignment(assignment_id)
-    nb = read(source_path(assignment_id))
     namespace: dict = {"__name__": f"reference_{assignment_id}"}
-    for cell in solution_cells(nb):
-        _, body = split_writefile(cell.source)
+    for grade_id, source in _solution_sources(source_path(assignment_id)):
+        _, body = split_writefile(source)
         code = compile(
             strip_solution_markers(body),
-            f"<reference {assignment_id}:{nbgrader_meta(cell)['grade_id']}>",
+            f"<reference {assignment_id}:{grade_id}>",
             "exec",
             dont_inherit=True,  # no `from __future__ import annotations` from this module
         )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from . import course, pipeline, samples
+from . import course, grading, pipeline, samples
 
 
 @dataclass
@@ -49,6 +49,7 @@ def run_demo(
     keep: Path | None = None,
     feedback: bool = True,
     progress: bool = True,
+    options: grading.GradingOptions | None = None,
 ) -> list[DemoResult]:
     """Run the instructor flow on the sample class and compare every score with its expectation.
 
@@ -57,6 +58,8 @@ def run_demo(
         keep: Use this folder as the working folder and keep it (default: a temporary one).
         feedback: Also generate the HTML feedback.
         progress: Show progress bars.
+        options: How to grade (default: this machine's defaults; CUDA-only cells accepted
+            as 0 without a GPU).
 
     Returns:
         One :class:`DemoResult` per student and assignment.
@@ -76,7 +79,12 @@ def run_demo(
         students = samples.demo_class(ids)
         samples.write_class(students, work / "submitted")
         outcomes = pipeline.autograde(
-            work / "submitted", work=work, assignment_ids=ids, cpu_ok=True, progress=progress
+            work / "submitted",
+            work=work,
+            assignment_ids=ids,
+            options=options,
+            cpu_ok=True,
+            progress=progress,
         )
         if feedback:
             pipeline.feedback(work, progress=progress)

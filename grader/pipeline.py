@@ -19,12 +19,10 @@ import shutil
 import sysconfig
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-import torch
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins.export import CsvExportPlugin
@@ -33,6 +31,7 @@ from traitlets.config import Config
 
 from . import course
 from .common import GRADING_ENV
+from .grading import GradingOptions, Result, grade_class
 
 COURSE_ID = "gpu-parallel-pytorch"
 #: Seconds a single cell may run under autograde before it is interrupted (scores 0).
@@ -252,20 +251,6 @@ def clean_sources(assignment_ids: Iterable[str] | None = None) -> list[str]:
 
 
 # --------------------------------------------------------------------------- autograde
-@dataclass
-class Outcome:
-    """What happened to one student's assignment under autograde."""
-
-    student: str
-    assignment: str
-    status: str  # "graded", "autograde failed", "no submission"
-    score: float = 0.0
-    max_score: float = 0.0
-    failed_cells: list[str] = field(default_factory=list)
-    not_checked: list[str] = field(default_factory=list)
-    detail: str = ""
-
-
 def cuda_cells() -> dict[str, list[str]]:
     """Grade ids of the test cells that need a CUDA GPU, per assignment."""
     out = {}
@@ -286,7 +271,9 @@ def refuse_without_gpu(assignment_ids: Iterable[str], cpu_ok: bool) -> None:
     Raises:
         PipelineError: no CUDA GPU, CUDA-only cells exist and ``cpu_ok`` is False.
     """
-    if torch.cuda.is_available() or cpu_ok:
+    import torch
+
+    if cpu_ok or torch.cuda.is_available():
         return
     cells = {aid: ids for aid, ids in cuda_cells().items() if aid in set(assignment_ids)}
     if cells:
@@ -346,25 +333,31 @@ def autograde(
     *,
     work: Path | None = None,
     assignment_ids: Iterable[str] | None = None,
+    options: GradingOptions | None = None,
     cpu_ok: bool = False,
     progress: bool = True,
-) -> list[Outcome]:
-    """Autograde every submission in a folder with nbgrader, one student at a time.
+) -> list[Result]:
+    """Autograde every submission in a folder with nbgrader, several at a time, each isolated
+    (see :mod:`grader.grading`), into the gradebook of ``work``.
 
     Args:
         submitted: ``<student>/<assignment>/<assignment>.ipynb`` folder (default
             ``<work>/submitted``).
         work: Instructor working folder (default ``grader/work``).
         assignment_ids: Only these assignments (default: all found).
-        cpu_ok: Accept that CUDA-only cells score 0 on a machine without a GPU.
+        options: Parallelism, limits, sandbox, regrading (default: this machine's defaults).
+        cpu_ok: Accept that CUDA-only cells score 0 on a machine without a GPU (also
+            ``options.cpu_ok``).
         progress: Show a tqdm progress bar.
 
     Returns:
-        One :class:`Outcome` per (student, assignment), in order.
+        One :class:`grader.grading.Result` per (student, assignment), in order.
 
     Raises:
         PipelineError: no GPU and not ``cpu_ok``, or the gradebook could not be prepared.
     """
+    options = options or GradingOptions.for_machine()
+    options.cpu_ok = options.cpu_ok or cpu_ok
     config = course_config(work, submitted)
     submitted_dir = Path(config.CourseDirectory.submitted_directory)
     pairs = submissions_in(submitted_dir)
@@ -372,49 +365,14 @@ def autograde(
     for aid in wanted:
         course.check_assignment(aid)
     pairs = [(s, a) for s, a in pairs if a in wanted]
-    refuse_without_gpu(wanted, cpu_ok)
-    api = api_for(config)
+    refuse_without_gpu(wanted, options.cpu_ok)
+    api_for(config)  # creates the working folders
     with tempfile.TemporaryDirectory(prefix="gradebook-release-") as tmp:
         for aid in sorted(wanted):  # records test cells (hidden ones too) in the gradebook
             generate(aid, Path(tmp), config=config, use_db=True)
-    outcomes = []
+    work_dir = Path(config.CourseDirectory.autograded_directory).parent
     with grading_environment():
-        for student, aid in tqdm(pairs, desc="autograde", unit="notebook", disable=not progress):
-            result = api.autograde(aid, student, force=True, create=True)
-            if result.get("success"):
-                outcomes.append(read_outcome(config, student, aid))
-            else:
-                log = (result.get("error") or result.get("log") or "").strip().splitlines()
-                outcomes.append(
-                    Outcome(student, aid, "autograde failed", detail="\n".join(log[-5:]))
-                )
-    return outcomes
-
-
-def read_outcome(config: Config, student: str, assignment_id: str) -> Outcome:
-    """Score, failed cells and not-checked cells of one autograded submission."""
-    with Gradebook(config.CourseDirectory.db_url) as gb:
-        try:
-            sub = gb.find_submission(assignment_id, student)
-        except MissingEntry:
-            return Outcome(student, assignment_id, "no submission")
-        failed = []
-        for nb in sub.notebooks:
-            for grade in nb.grades:
-                if grade.max_score and (grade.score or 0) < grade.max_score:
-                    failed.append(grade.name)
-        outcome = Outcome(
-            student, assignment_id, "graded", float(sub.score), float(sub.max_score), sorted(failed)
-        )
-    autograded = (
-        Path(config.CourseDirectory.autograded_directory)
-        / student
-        / assignment_id
-        / f"{assignment_id}.ipynb"
-    )
-    if autograded.is_file():
-        outcome.not_checked = not_checked_cells(course.read(autograded))
-    return outcome
+        return grade_class(submitted_dir, work_dir, pairs, options, progress=progress)
 
 
 def not_checked_cells(nb) -> list[str]:
@@ -475,17 +433,3 @@ def export_csv(to: Path, work: Path | None = None) -> Path:
     with Gradebook(config.CourseDirectory.db_url) as gb:
         CsvExportPlugin(to=str(to)).export(gb)
     return to
-
-
-def format_report(outcomes: list[Outcome]) -> str:
-    """A plain-text table: one line per student and assignment."""
-    lines = [f"{'student':<16} {'assignment':<14} {'score':>11}  status / notes"]
-    for o in outcomes:
-        score = f"{o.score:g}/{o.max_score:g}" if o.status == "graded" else "-"
-        notes = o.status
-        if o.not_checked:
-            notes += f"; not checked (needs a GPU): {', '.join(o.not_checked)}"
-        if o.detail:
-            notes += f"; {o.detail.splitlines()[-1]}"
-        lines.append(f"{o.student:<16} {o.assignment:<14} {score:>11}  {notes}")
-    return "\n".join(lines)

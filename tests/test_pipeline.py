@@ -12,21 +12,34 @@ import torch
 
 from grader import course, pipeline, samples
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
 GPU = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """`python -m grader demo` run once, as an instructor runs it, keeping its folder."""
+    """`python -m grader demo` run once, as an instructor runs it, keeping its folder.
+
+    Two submissions at a time (about 8 minutes for the 66 notebooks on a 2-core machine)."""
     root = tmp_path_factory.mktemp("demo")
     work, report = root / "work", root / "demo.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "grader", "demo", "--keep", str(work), "--json", str(report)],
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "demo",
+            "--jobs",
+            "2",
+            "--keep",
+            str(work),
+            "--json",
+            str(report),
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         cwd=course.REPO,
-        timeout=1800,
+        timeout=2400,
     )
     data = json.loads(report.read_text()) if report.is_file() else {"results": []}
     cells = {(r["student"], r["assignment"]): r for r in data["results"]}

@@ -102,3 +102,43 @@ def test_student_copy_runs_until_the_exercises(aid, tmp_path):
             assert not errors, (
                 f"demo cell {cell.id} fails in the student copy: {errors[0].ename}: {errors[0].evalue}"
             )
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads before binding them itself), by its syntax tree."""
+    import ast
+
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.startswith("%")))
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, ast.arg):  # a parameter shadows the global of the same name
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return bound, read - bound
+
+
+@pytest.mark.parametrize("aid", ASSIGNMENTS)
+def test_demo_cells_define_nothing_a_later_cell_reads(aid):
+    """Autograde skips unchanged `demo`-tagged cells: that is only safe if no later cell
+    (demo cells aside) reads a name that a demo cell binds and nothing in between rebinds."""
+    nb = course.read(course.source_path(aid))
+    demos = set(course.demo_sources(nb))
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for i, cell in enumerate(code):
+        if cell.source not in demos:
+            continue
+        live, _ = _names(cell.source)
+        for later in code[i + 1 :]:
+            if later.source in demos:
+                continue
+            bound, reads = _names(later.source)
+            assert not (reads & live), (
+                f"{aid} {later.get('id')} reads {sorted(reads & live)} bound by demo cell "
+                f"{cell.get('id')}: untag it or rename"
+            )
+            live -= bound

@@ -1,0 +1,198 @@
+"""Start a grading kernel inside a sandbox: resource limits, a private view of the file system.
+
+nbgrader starts one Jupyter kernel per submission with the instructor's rights. The course's
+grading command starts it through :class:`SandboxKernelManager`, which runs the kernel command
+as ``python -m grader.sandbox SETTINGS -- <kernel command>``. This module then, before the
+kernel's first line runs:
+
+* applies **resource limits** (``setrlimit``): an address-space cap when the machine grades
+  on the CPU only (a runaway allocation raises ``MemoryError`` in the cell instead of
+  exhausting the machine; CUDA reserves more address space than any sensible cap, so on a GPU
+  machine the grading process watches memory instead: :mod:`grader.execute`), a file-size cap
+  and no core dumps;
+* gives the kernel its **own folders** for everything it may write (``HOME``-style caches,
+  IPython's profile, matplotlib's cache, Inductor's and Triton's caches) inside the
+  submission's staging folder;
+* where `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``) is installed and
+  works, runs the kernel in a **mount and PID namespace**: the whole file system read-only,
+  the course's ``solutions/``, ``.git``, sample answers, the instructor's working folder
+  (gradebook, other students' submissions and results) and the submissions folder hidden
+  behind empty directories, except the submission's own staging folder (writable) and the one
+  source notebook its checks need (read-only); a private ``/tmp``; every process of the
+  submission ends with the kernel. Without bubblewrap the kernel runs unisolated (the report
+  says so) and :mod:`grader.guard` still blocks and records what it can.
+
+:func:`bwrap_available` tells whether isolation works on this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Unicode
+
+
+@dataclass
+class SandboxSettings:
+    """What the launcher needs to know, written as JSON next to the submission.
+
+    Attributes:
+        staging: The kernel's own folder (its home for caches and settings; writable).
+        cwd: Folder the kernel starts in (the autograded copy of the submission).
+        writable: More folders the kernel may write to (the autograded copy).
+        hide: Folders to hide behind empty directories (bubblewrap only).
+        expose_read_only: Files or folders inside hidden ones to show again, read-only.
+        memory_bytes: Address-space limit for the kernel and its children; 0 for none.
+        file_bytes: Largest file the kernel may write.
+        isolate: Use bubblewrap when it is available.
+    """
+
+    staging: str
+    cwd: str
+    writable: list[str] = field(default_factory=list)
+    hide: list[str] = field(default_factory=list)
+    expose_read_only: list[str] = field(default_factory=list)
+    memory_bytes: int = 0
+    file_bytes: int = 2 * 1024**3
+    isolate: bool = True
+
+    def write(self, path: str | Path) -> Path:
+        """Save as JSON; return the path."""
+        Path(path).write_text(json.dumps(asdict(self), indent=1))
+        return Path(path)
+
+    @classmethod
+    def read(cls, path: str | Path) -> SandboxSettings:
+        """Load from JSON."""
+        return cls(**json.loads(Path(path).read_text()))
+
+
+@functools.cache
+def bwrap_available() -> bool:
+    """True when ``bwrap`` is on PATH and can create the namespaces this module uses."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False
+    try:
+        proc = subprocess.run(
+            [exe, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def isolation_label(isolate: bool = True) -> str:
+    """One phrase for reports: what the grading kernels can see."""
+    if isolate and bwrap_available():
+        return "bubblewrap sandbox (read-only system, course and other students hidden)"
+    if isolate:
+        return "NOT isolated (bubblewrap not available): kernels can read the course folder"
+    return "NOT isolated (--no-sandbox): kernels can read the course folder"
+
+
+def kernel_environment(settings: SandboxSettings) -> dict[str, str]:
+    """Environment variables that send the kernel's writes into its staging folder."""
+    home = Path(settings.staging) / "home"
+    dirs = {
+        "IPYTHONDIR": home / ".ipython",
+        "MPLCONFIGDIR": home / ".config" / "matplotlib",
+        "XDG_CACHE_HOME": home / ".cache",
+        "TORCHINDUCTOR_CACHE_DIR": home / ".cache" / "torchinductor",
+        "TRITON_CACHE_DIR": home / ".cache" / "triton",
+    }
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    return {k: str(v) for k, v in dirs.items()}
+
+
+def bwrap_command(settings: SandboxSettings, command: list[str]) -> list[str]:
+    """The bubblewrap command line that runs ``command`` as described in the module docstring."""
+    args = [
+        shutil.which("bwrap") or "bwrap",
+        "--ro-bind", "/", "/",
+        "--dev-bind", "/dev", "/dev",  # GPUs (/dev/nvidia*) and /dev/shm for DataLoader workers
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+    ]  # fmt: skip
+    for path in settings.hide:
+        if Path(path).exists():
+            args += ["--tmpfs", path]
+    exposed = list(settings.expose_read_only)
+    if "-f" in command[:-1]:  # the kernel's connection file (often in /tmp, hidden above)
+        exposed.append(command[command.index("-f") + 1])
+    for path in exposed:
+        if Path(path).exists():
+            args += ["--ro-bind", path, path]
+    for path in [settings.staging, *settings.writable]:
+        args += ["--bind", path, path]
+    args += [
+        "--chdir", settings.cwd,
+        "--unshare-pid",
+        "--die-with-parent",
+        "--",
+        *command,
+    ]  # fmt: skip
+    return args
+
+
+def _apply_limits(settings: SandboxSettings) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if settings.file_bytes:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (settings.file_bytes, settings.file_bytes))
+    if settings.memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (settings.memory_bytes, settings.memory_bytes))
+
+
+def launch(settings_path: str, command: list[str]) -> None:
+    """Apply the limits and environment, then replace this process with the kernel
+    (inside bubblewrap when asked and available). Does not return."""
+    settings = SandboxSettings.read(settings_path)
+    os.environ.update(kernel_environment(settings))
+    _apply_limits(settings)
+    if settings.isolate and bwrap_available():
+        # In the new PID namespace the kernel's parent has pid 1, which ipykernel reads as
+        # "my parent died"; bubblewrap's --die-with-parent ends the kernel with the grader.
+        os.environ.pop("JPY_PARENT_PID", None)
+        # Jupyter interrupts a kernel by sending SIGINT to its process group, bwrap included:
+        # bwrap must survive it (the kernel installs its own handler while a cell runs).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        command = bwrap_command(settings, command)
+    else:
+        os.chdir(settings.cwd)
+    os.execvp(command[0], command)
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel manager that starts the kernel through :func:`launch`.
+
+    Set :attr:`sandbox_settings` to the path of a :class:`SandboxSettings` JSON file.
+    """
+
+    sandbox_settings = Unicode("", help="Path of the SandboxSettings JSON file").tag(config=True)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        """The kernel command, prefixed with the sandbox launcher."""
+        cmd = super().format_kernel_cmd(extra_arguments)
+        if not self.sandbox_settings:
+            return cmd
+        return [sys.executable, "-m", "grader.sandbox", self.sandbox_settings, "--", *cmd]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 4 or sys.argv[2] != "--":
+        print("usage: python -m grader.sandbox SETTINGS.json -- KERNEL COMMAND...", file=sys.stderr)
+        sys.exit(2)
+    launch(sys.argv[1], sys.argv[3:])

@@ -1,0 +1,266 @@
+"""Grading a class that contains broken and hostile submissions (tests/bad_submissions), with
+the real nbgrader autograde through the course's command: each bad submission gets the
+outcome its case declares, the good ones in the same batch keep their exact scores, nothing
+outside the submissions changes, grading again is idempotent and a killed run resumes.
+Slow (minutes)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from grader import course, grading, samples, sandbox, scan
+
+from .bad_submissions import CASES, POINTS, REFERENCE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
+A = "03_streams"
+GPU = torch.cuda.is_available()
+CELL_TIMEOUT = 20
+GOOD = ("reference", "alternative", "mistake", "blank")
+
+
+def _reference_code(grade_id: str) -> str:
+    nb = course.read(course.source_path(A))
+    cell = next(
+        c for c in course.solution_cells(nb) if course.nbgrader_meta(c)["grade_id"] == grade_id
+    )
+    return course.strip_solution_markers(cell.source)
+
+
+def build_case(case, folder: Path) -> None:
+    """Write the case's submission as ``folder/<student>/03_streams/``."""
+    out = folder / case.name / A
+    out.mkdir(parents=True)
+    if case.edit == "missing":
+        (out / "notes.txt").write_text("I could not finish this one.\n")
+        return
+    code = {k: v.replace(REFERENCE, _reference_code(k)) for k, v in case.code.items()}
+    nb = samples.build_submission(A, code)
+    if case.edit in ("delete_tests", "edit_tests"):
+        visible = {"test_prefetch_to_device", "test_run_on_streams"}
+        if case.edit == "delete_tests":
+            nb.cells = [
+                c for c in nb.cells if course.nbgrader_meta(c).get("grade_id") not in visible
+            ]
+        else:
+            for c in nb.cells:
+                if course.nbgrader_meta(c).get("grade_id") == "test_run_on_streams":
+                    c.source = "pass  # the test was in my way"
+    name = f"{A}-Copy1.ipynb" if case.edit == "rename" else f"{A}.ipynb"
+    nbformat.write(nb, str(out / name))
+
+
+def build_class(folder: Path) -> dict[str, float]:
+    """The bad cases plus four good students; returns the good students' expected scores."""
+    for case in CASES:
+        build_case(case, folder)
+    mistake = next(
+        s for s in samples.load_samples(A) if s.is_mistake and "run_on_streams" in s.cells
+    )
+    alternative = next(s for s in samples.load_samples(A) if not s.is_mistake)
+    good = {
+        "reference": samples.build_submission(A, None),
+        "alternative": samples.build_submission(A, alternative.cells),
+        "mistake": samples.build_submission(A, mistake.cells),
+        "blank": samples.build_submission(A, None, blank=True),
+    }
+    for name, nb in good.items():
+        (folder / name / A).mkdir(parents=True)
+        nbformat.write(nb, str(folder / name / A / f"{A}.ipynb"))
+    full = sum(p[1 if GPU else 0] for p in POINTS.values())
+    lost = {t for t in mistake.expected_failures(gpu=GPU)}
+    cells = {t.grade_id: t.points for t in course.test_cells(course.read(course.source_path(A)))}
+    return {
+        "reference": full,
+        "alternative": full,
+        "mistake": full - sum(cells[t] for t in lost if GPU or not t.endswith("_cuda")),
+        "blank": 0,
+    }
+
+
+def autograde(submitted: Path, work: Path, *extra: str, timeout: int = 1200):
+    report = work.parent / f"{work.name}-report.csv"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "autograde",
+            str(submitted),
+            "--work",
+            str(work),
+            "--assignment",
+            A,
+            "--cpu-ok",
+            "--jobs",
+            "2",
+            "--cell-timeout",
+            str(CELL_TIMEOUT),
+            "--memory-gb",
+            "6",
+            "--report",
+            str(report),
+            *extra,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+        timeout=timeout,
+    )
+    rows = {r["student"]: r for r in csv.DictReader(report.open())} if report.is_file() else {}
+    return proc, rows
+
+
+def _fingerprint() -> dict[str, str]:
+    """Hashes of the course files a submission must not change."""
+    files = [*course.REPO.glob("grader/*.py"), *course.SOLUTIONS.glob("*/*.ipynb")]
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    submitted, work = root / "submitted", root / "work"
+    expected = build_class(submitted)
+    before = _fingerprint()
+    start = time.monotonic()
+    proc, rows = autograde(submitted, work)
+    first_s = time.monotonic() - start
+    return {
+        "proc": proc, "rows": rows, "expected": expected, "work": work, "submitted": submitted,
+        "before": before, "after": _fingerprint(), "first_s": first_s,
+    }  # fmt: skip
+
+
+def test_the_command_grades_the_whole_batch(graded):
+    proc = graded["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert set(graded["rows"]) == {c.name for c in CASES} | set(GOOD)
+    assert "flagged for review" in proc.stdout
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_good_submissions_keep_their_exact_scores(graded, name):
+    row = graded["rows"][name]
+    assert row["status"] == "graded"
+    assert float(row["score"]) == graded["expected"][name], row
+    assert row["review"] == "", f"{name} flagged: {row['review_reasons']}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_each_bad_submission_gets_its_declared_outcome(graded, case):
+    row = graded["rows"][case.name]
+    assert row["status"] == case.status, row
+    want = sum(POINTS[e][1 if GPU else 0] for e in case.exercises)
+    assert float(row["score"]) == want, f"{case.name}: {case.what}\n{row}"
+    assert (row["review"] == "yes") == case.review, f"{case.name}: {row['review_reasons']}"
+    words = (row["notes"] + " " + row["review_reasons"]).lower()
+    for phrase in case.says:
+        assert phrase.lower() in words, f"{case.name}: {phrase!r} not in {words!r}"
+
+
+def test_no_submission_changed_the_course(graded):
+    assert graded["after"] == graded["before"]
+    assert not (course.REPO / "owned.txt").exists()
+
+
+def test_enormous_output_is_cut_in_the_graded_notebook(graded):
+    nb = graded["work"] / "autograded" / "enormous_output" / A / f"{A}.ipynb"
+    assert nb.stat().st_size < 5 * 2**20
+    assert "output truncated" in nb.read_text()
+
+
+@pytest.mark.skipif(not sandbox.bwrap_available(), reason="bubblewrap is not available here")
+def test_kernels_ran_in_the_sandbox(graded):
+    assert "bubblewrap sandbox" in graded["proc"].stdout
+
+
+def test_grading_again_changes_nothing_and_is_quick(graded):
+    start = time.monotonic()
+    proc, rows = autograde(graded["submitted"], graded["work"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - start < graded["first_s"] / 2
+    for name, row in rows.items():
+        first = graded["rows"][name]
+        assert row["score"] == first["score"] and row["review"] == first["review"], name
+        assert row["status"] == ("missing" if first["status"] == "missing" else "unchanged")
+
+
+def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
+    submitted, work = tmp_path / "submitted", tmp_path / "work"
+    expected = build_class(submitted)
+    for extra in submitted.iterdir():
+        if extra.name not in ("reference", "blank", "mistake", "os_exit"):
+            import shutil
+
+            shutil.rmtree(extra)
+    report = tmp_path / "report.csv"
+    cmd = [
+        sys.executable, "-m", "grader", "autograde", str(submitted), "--work", str(work),
+        "--assignment", A, "--cpu-ok", "--jobs", "1", "--report", str(report),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=course.REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    manifest = work / grading.MANIFEST
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if manifest.is_file() and len(json.loads(manifest.read_text() or "{}")) >= 1:
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)  # the instructor's machine crashes mid-class
+    proc.wait()
+    done = json.loads(manifest.read_text())
+    assert 1 <= len(done) < 4
+    resumed = subprocess.run(cmd, cwd=course.REPO, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    rows = {r["student"]: r for r in csv.DictReader(report.open())}
+    assert sum(r["status"] == "unchanged" for r in rows.values()) == len(done)
+    for name in ("reference", "blank", "mistake"):
+        assert float(rows[name]["score"]) == expected[name]
+    regraded = subprocess.run(
+        [*cmd, "--regrade"], cwd=course.REPO, capture_output=True, text=True, timeout=900
+    )
+    assert regraded.returncode == 0, regraded.stderr[-2000:]
+    again = {r["student"]: r for r in csv.DictReader(report.open())}
+    assert all(r["status"] == "graded" for r in again.values())
+    assert {k: r["score"] for k, r in again.items()} == {k: r["score"] for k, r in rows.items()}
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+        scores = {s.student.id: s.score for s in gb.assignment_submissions(A)}
+    assert scores == {k: float(r["score"]) for k, r in again.items()}
+
+
+# ----------------------------------------------------------------------------- the static scan
+@pytest.mark.parametrize("aid", course.assignments())
+def test_scan_finds_nothing_in_references_and_samples(aid):
+    assert scan.scan_notebook(samples.build_submission(aid, None), aid) == []
+    for sample in samples.load_samples(aid):
+        nb = samples.build_submission(aid, sample.cells)
+        assert scan.scan_notebook(nb, aid) == [], sample.name
+
+
+#: Tampering found at run time (reads, writes, ctypes) by the guard and the sandbox, tested above.
+RUN_TIME_ONLY = {"segfault", "reads_gradebook_and_hidden_tests", "writes_outside_its_folder"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.review and c.code and c.name not in RUN_TIME_ONLY],
+    ids=lambda c: c.name,
+)
+def test_the_scan_flags_tampering_by_assignment_or_dynamic_code(case):
+    code = "\n".join(case.code.values())
+    assert scan.scan_source(code.replace(REFERENCE, "")), case.name
