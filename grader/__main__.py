@@ -94,6 +94,16 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _cmd_measure(args) -> int:
+    from . import measure
+
+    if args.list:
+        for name, what, _ in measure.GPU_FIGURES:
+            print(f"{name:<10} {what}")
+        return 0
+    return measure.main(args.only, args.out)
+
+
 def _cmd_benchmark(args) -> int:
     from . import bench
 
@@ -230,6 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="one run per value")
     p.add_argument("--json", type=Path, default=None, help="also write the runs as JSON")
     p.set_defaults(func=_cmd_benchmark)
+
+    p = sub.add_parser(
+        "measure", help="measure the course's GPU figures here and record them (CUDA machines)"
+    )
+    p.add_argument(
+        "--only", nargs="+", default=None, help="figure groups to run (default: all; see --list)"
+    )
+    p.add_argument("--list", action="store_true", help="list the figure groups and exit")
+    p.add_argument(
+        "--out", type=Path, default=None,
+        help="records file (default on a GPU: images/recorded_figures.json; on a CPU: none)",
+    )  # fmt: skip
+    p.set_defaults(func=_cmd_measure)
     return parser
 
 

@@ -53,8 +53,9 @@ def describe(figure: str, what: str) -> str:
     rec = lookup(figure)
     if rec is None:
         return (
-            f"No figure for {what} has been recorded on a real GPU yet; "
-            "run this notebook on a CUDA machine to see it."
+            f"No reference figure for {what} has been recorded on a real GPU yet "
+            "(`python -m grader measure` on a CUDA machine records it); on a GPU, this cell "
+            "measures it live."
         )
     return (
         f"Recorded on a real GPU: {what} = {rec['value']} {rec['unit']} "

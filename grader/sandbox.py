@@ -18,7 +18,8 @@ kernel's first line runs:
   the course's ``solutions/``, ``.git``, sample answers, the instructor's working folder
   (gradebook, other students' submissions and results) and the submissions folder hidden
   behind empty directories, except the submission's own staging folder (writable) and the one
-  source notebook its checks need (read-only); a private ``/tmp``; every process of the
+  source notebook its checks need (read-only); a private ``/tmp`` (a course or Python
+  environment installed under ``/tmp`` stays visible, read-only); every process of the
   submission ends with the kernel. Without bubblewrap the kernel runs unisolated (the report
   says so) and :mod:`grader.guard` still blocks and records what it can.
 
@@ -118,6 +119,33 @@ def kernel_environment(settings: SandboxSettings) -> dict[str, str]:
     return {k: str(v) for k, v in dirs.items()}
 
 
+def software_under_tmp() -> list[str]:
+    """Folders under ``/tmp`` that the kernel needs to start: the Python environment, the
+    course (for ``grader``) and every ``sys.path`` entry (a course cloned into ``/tmp``, as on
+    some CI runners). The sandbox gives the kernel a private, empty ``/tmp``; these are bound
+    back read-only, before the course's protected folders are hidden again."""
+    tmp = Path("/tmp").resolve()
+    found: set[Path] = set()
+    candidates = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        str(Path(__file__).resolve().parent.parent),
+        *sys.path,
+        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+    ]
+    for entry in candidates:
+        if not entry:
+            continue
+        path = Path(entry).resolve()
+        if path != tmp and tmp in path.parents and path.exists():
+            found.add(path)
+    # keep the outermost folders only: binding a parent already shows its children
+    outer = sorted(p for p in found if not any(q in p.parents for q in found))
+    return [str(p) for p in outer]
+
+
 def bwrap_command(settings: SandboxSettings, command: list[str]) -> list[str]:
     """The bubblewrap command line that runs ``command`` as described in the module docstring."""
     args = [
@@ -127,6 +155,8 @@ def bwrap_command(settings: SandboxSettings, command: list[str]) -> list[str]:
         "--proc", "/proc",
         "--tmpfs", "/tmp",
     ]  # fmt: skip
+    for path in software_under_tmp():  # a course or Python installed under /tmp stays visible
+        args += ["--ro-bind", path, path]
     for path in settings.hide:
         if Path(path).exists():
             args += ["--tmpfs", path]

@@ -16,7 +16,9 @@ def test_missing_figure_is_said_plainly(monkeypatch, tmp_path):
     monkeypatch.setattr(recorded, "RECORDED_FILE", tmp_path / "none.json")
     assert recorded.load() == []
     text = recorded.describe("matmul_bf16_8192", "bf16 matmul at 8192")
-    assert text.startswith("No figure for bf16 matmul at 8192 has been recorded on a real GPU yet")
+    assert text.startswith(
+        "No reference figure for bf16 matmul at 8192 has been recorded on a real GPU yet"
+    )
 
 
 def test_recorded_figure_carries_its_provenance(monkeypatch, tmp_path):

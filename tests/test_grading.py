@@ -187,6 +187,32 @@ def test_kernels_ran_in_the_sandbox(graded):
     assert "bubblewrap sandbox" in graded["proc"].stdout
 
 
+def test_software_under_tmp_stays_visible_in_the_sandbox(tmp_path, monkeypatch):
+    """A course or virtual environment cloned into /tmp (as on some CI runners) must still
+    import inside the sandbox, whose /tmp is private; the protected folders stay hidden."""
+    lib, secret, box = tmp_path / "site", tmp_path / "site" / "secret", tmp_path / "box"
+    for d in (lib, secret, box):
+        d.mkdir()
+    (lib / "mod_in_tmp.py").write_text("X = 42\n")
+    (secret / "answers.txt").write_text("no\n")
+    (tmp_path / "elsewhere.txt").write_text("private\n")
+    monkeypatch.syspath_prepend(str(lib))
+    assert str(lib.resolve()) in sandbox.software_under_tmp()
+    if not sandbox.bwrap_available():
+        pytest.skip("bubblewrap is not available here")
+    settings = sandbox.SandboxSettings(staging=str(box), cwd=str(box), hide=[str(secret)])
+    elsewhere = str(tmp_path / "elsewhere.txt")
+    code = f"import os, mod_in_tmp; print(mod_in_tmp.X, os.listdir({str(secret)!r}), os.path.exists({elsewhere!r}))"
+    env = {**os.environ, "PYTHONPATH": str(lib)}
+    proc = subprocess.run(
+        sandbox.bwrap_command(settings, [sys.executable, "-c", code]),
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # it imports, the hidden folder stays empty, the rest of /tmp is private
+    assert proc.stdout.split() == ["42", "[]", "False"]
+
+
 def test_grading_again_changes_nothing_and_is_quick(graded):
     start = time.monotonic()
     proc, rows = autograde(graded["submitted"], graded["work"])
