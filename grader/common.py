@@ -24,7 +24,31 @@ CUDA_SUFFIX = "_cuda"
 
 
 class CheckFailed(AssertionError):
-    """A student's answer did not behave as the exercise asks (the message says how)."""
+    """A student's answer did not behave as the exercise asks (the message says how).
+
+    In a notebook, IPython shows it as its message alone, not as a traceback through the
+    check's own code (``_render_traceback_``, IPython's hook for exceptions that render
+    themselves); ``%tb`` prints the full traceback. A failure caused by an exception in the
+    student's function shows that exception's traceback (the student's lines) first.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        lines: list[str] = []
+        cause = self.__cause__
+        if cause is not None and cause.__traceback__ is not None:
+            try:
+                from IPython import get_ipython
+
+                shell = get_ipython()
+                lines += shell.InteractiveTB.structured_traceback(
+                    type(cause), cause, cause.__traceback__
+                )
+            except Exception:  # noqa: BLE001 - outside IPython: plain Python formatting
+                lines += traceback.format_exception(type(cause), cause, cause.__traceback__)
+            lines.append("\nThat exception, raised by your function, made the check fail:\n")
+        lines.append(f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}")
+        lines.append("(the check's message; run %tb to see the check's own code)")
+        return lines
 
 
 class NotCheckedWithoutCuda(RuntimeError):
