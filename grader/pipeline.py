@@ -90,11 +90,23 @@ def _scripts_on_path() -> None:
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
 
 
-def api_for(config: Config) -> NbGraderAPI:
-    """An ``NbGraderAPI`` bound to ``config`` (creating the working folders)."""
+def prepare_work_folders(config: Config) -> None:
+    """Make what nbgrader needs before it opens the gradebook of ``config``.
+
+    Creates the autograded and feedback folders (and so the working folder that holds
+    ``gradebook.db``: sqlite cannot create a database in a missing folder, and the
+    formgrader then lists nothing) and puts this interpreter's scripts on PATH for
+    ``alembic``. Used by :func:`api_for` and by ``grader/nbgrader_config.py`` (JupyterLab's
+    formgrader, nbgrader's command line).
+    """
     _scripts_on_path()
     for key in ("autograded_directory", "feedback_directory"):
         Path(config.CourseDirectory[key]).mkdir(parents=True, exist_ok=True)
+
+
+def api_for(config: Config) -> NbGraderAPI:
+    """An ``NbGraderAPI`` bound to ``config`` (creating the working folders)."""
+    prepare_work_folders(config)
     return NbGraderAPI(CourseDirectory(config=config), config=config)
 
 

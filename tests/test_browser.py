@@ -463,5 +463,12 @@ def test_instructor_formgrader_lists_the_assignments(browser, instructor_lab):
 
     try:
         _wait_for(listed, 120, f"the formgrader to list {wanted}")
+    except AssertionError as error:
+        page = browser.find_element("tag name", "body").text
+        log = lab["log"].read_text().splitlines()
+        raise AssertionError(
+            f"{error}\n--- the page:\n{page}\n--- the server's log (last 40 lines):\n"
+            + "\n".join(log[-40:])
+        ) from None
     finally:
         browser.save_screenshot(str(ARTIFACTS / "90-formgrader-assignments.png"))

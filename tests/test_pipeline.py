@@ -198,3 +198,25 @@ def test_not_checked_cells_are_read_from_outputs():
         {"output_type": "error", "ename": "NotCheckedWithoutCuda", "evalue": "x", "traceback": []}
     ]
     assert pipeline.not_checked_cells(nb) == ["test_time_gpu_cuda"]
+
+
+def test_a_fresh_working_folder_gets_a_gradebook(tmp_path):
+    """The formgrader opens the gradebook from grader/nbgrader_config.py; in a fresh clone
+    grader/work does not exist, and sqlite cannot create a database in a missing folder."""
+    from nbgrader.api import Gradebook
+    from traitlets.config.loader import PyFileConfigLoader
+
+    work = tmp_path / "fresh" / "work"
+    config = pipeline.course_config(work=work)
+    pipeline.prepare_work_folders(config)
+    with Gradebook(config.CourseDirectory.db_url) as gradebook:
+        assert gradebook.assignments == []
+    assert (work / "gradebook.db").is_file()
+    assert (work / "autograded").is_dir() and (work / "feedback").is_dir()
+
+    # the file Jupyter loads gives the course's configuration and makes the working folder
+    loaded = PyFileConfigLoader(
+        "nbgrader_config.py", path=str(course.REPO / "grader")
+    ).load_config()
+    assert loaded.CourseDirectory.db_url == pipeline.course_config().CourseDirectory.db_url
+    assert course.WORK.is_dir()
