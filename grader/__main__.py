@@ -235,9 +235,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "benchmark", help="time grading a class of sample students, serial vs parallel"
     )
-    p.add_argument("--assignment", default="03_streams")
-    p.add_argument("--students", type=int, default=50)
-    p.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="one run per value")
+    p.add_argument(
+        "--assignment", default="03_streams", help="the assignment graded (default 03_streams)"
+    )
+    p.add_argument("--students", type=int, default=50, help="submissions in the class (default 50)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="submissions graded at a time; one run per value (default 1 2)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the runs as JSON")
     p.set_defaults(func=_cmd_benchmark)
 
