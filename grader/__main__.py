@@ -15,6 +15,7 @@ and refusals (e.g. grading CUDA checks on a machine without a GPU).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -274,5 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    # SIGTERM (kill, a scheduler's timeout) ends the command like Ctrl-C does: grading stops the
+    # submissions it is running and their kernels instead of leaving them behind.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     sys.exit(main())

@@ -39,6 +39,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ from . import course, guard, sandbox, scan
 from .common import GRADING_ENV
 
 MANIFEST = "grading-manifest.json"
+#: Environment variable holding the pid of the command that started a grading process.
+_PARENT_ENV = "GRADER_COMMAND_PID"
 #: Error names a CourseExecute writes into a cell (see grader.execute).
 _COURSE_ERRORS = {"KernelDied", "NotRun"}
 
@@ -236,6 +239,7 @@ def run_job(job_file: str | Path) -> dict:
 
     Runs in its own process (``python -m grader.grading JOB.json``).
     """
+    _end_with_parent()
     job = json.loads(Path(job_file).read_text())
     options = GradingOptions(**job["options"])
     student, aid = job["student"], job["assignment"]
@@ -253,6 +257,44 @@ def run_job(job_file: str | Path) -> dict:
     payload = asdict(result)
     Path(job["result"]).write_text(json.dumps(payload, indent=1))
     return payload
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a process and every process it started (kernels, sandboxes), children first."""
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.Error:
+        return
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=10)
+
+
+def _end_with_parent(poll_s: float = 1.0) -> None:
+    """Stop this grading process, and the kernels it started, when the command that started it
+    dies (killed, or its machine's session ended).
+
+    The job runs in its own session so that an interrupt aimed at the command's terminal does
+    not reach the kernels half-way through a cell; without this watch a killed command would
+    leave its jobs grading on, and a resumed run would grade the same submission in the same
+    staging folder beside them.
+    """
+    # The command passes its pid: by the time this process has imported what it needs, the
+    # command may already be dead and this process adopted by init.
+    parent = int(os.environ.get(_PARENT_ENV) or os.getppid())
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        me = psutil.Process()
+        with contextlib.suppress(psutil.Error):
+            for child in me.children(recursive=True):
+                _kill_tree(child.pid)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 def _grade_job(job, options, result, job_dir: Path, work: Path, source_folder: Path) -> None:
@@ -471,28 +513,54 @@ def _save_manifest(work: Path, manifest: dict) -> None:
     os.replace(tmp, work / MANIFEST)  # atomic: a crash leaves the old or the new file
 
 
+#: Grading processes running now (killed together if the command is stopped).
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def _stop_all_jobs() -> None:
+    """Kill every running grading process and its kernels; start no new one."""
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        live = list(_LIVE)
+    for proc in live:
+        _kill_tree(proc.pid)
+
+
 def _run_job_process(job_file: Path, timeout_s: float) -> dict:
     job = json.loads(job_file.read_text())
-    env = dict(os.environ, **{GRADING_ENV: "1"})
-    try:
-        proc = subprocess.run(
+    env = dict(os.environ, **{GRADING_ENV: "1", _PARENT_ENV: str(os.getpid())})
+    with _LIVE_LOCK:
+        if _STOPPING.is_set():
+            raise RuntimeError("grading was stopped")
+        proc = subprocess.Popen(
             [sys.executable, "-m", "grader.grading", str(job_file)],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout_s,
             env=env,
             start_new_session=True,
         )
-        log = (proc.stdout + proc.stderr)[-3000:]
-        (Path(job["job_dir"]) / "job.log").write_text(proc.stdout + proc.stderr)
+        _LIVE.add(proc)
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        log, proc = "", None
+        timed_out = True
+        _kill_tree(proc.pid)  # the job and its kernels, not only the job
+        stdout, stderr = proc.communicate()
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+    (Path(job["job_dir"]) / "job.log").write_text(stdout + stderr)
+    log = (stdout + stderr)[-3000:]
     result_file = Path(job["result"])
-    if result_file.is_file():
+    if not timed_out and result_file.is_file():
         return json.loads(result_file.read_text())
     why = (
         f"the grading process did not finish within {timeout_s:.0f} s"
-        if proc is None
+        if timed_out
         else f"the grading process ended with status {proc.returncode}: {log.strip()[-300:]}"
     )
     return asdict(
@@ -570,7 +638,9 @@ def grade_class(
     timeout = options.notebook_timeout + 600
     bar = tqdm(total=len(todo), desc=f"autograde ({options.jobs} at a time)", unit="notebook",
                disable=not progress or not todo)  # fmt: skip
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+    _STOPPING.clear()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs))
+    try:
         futures = {
             pool.submit(_run_job_process, job_file, timeout): (student, aid, folder, job_dir)
             for student, aid, folder, job_dir, job_file in todo
@@ -588,6 +658,14 @@ def grade_class(
             results[student, aid] = result
             bar.update(1)
             bar.set_postfix_str(f"{student}/{aid}: {result.status}", refresh=True)
+    except BaseException:
+        # Ctrl-C or SIGTERM (see grader.__main__): stop the running jobs and their kernels now
+        # rather than grading the rest of the class; the manifest keeps what was merged.
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_all_jobs()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     bar.close()
     return [results[p] for p in pairs]
 

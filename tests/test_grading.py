@@ -247,7 +247,17 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)  # the instructor's machine crashes mid-class
     proc.wait()
+    # The jobs run in their own sessions; they notice that their command died and end, kernels
+    # too, as soon as they have started (imports take seconds), without finishing their work.
+    assert _wait_until(lambda: not _grading_processes(work), 20), _grading_processes(work)
     done = json.loads(manifest.read_text())
+    time.sleep(10)
+    finished_after = [
+        f"{d.name}/result.json"
+        for d in (work / "staging").glob("*__*")
+        if (d / "result.json").is_file() and d.name.replace("__", "/") not in done
+    ]
+    assert not finished_after, f"a job went on grading after its command died: {finished_after}"
     assert 1 <= len(done) < 4
     cmd[cmd.index("--jobs") + 1] = "2"  # the kill needed one at a time; the rest need not
     resumed = subprocess.run(cmd, cwd=course.REPO, capture_output=True, text=True, timeout=900)
@@ -268,6 +278,53 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
         scores = {s.student.id: s.score for s in gb.assignment_submissions(A)}
     assert scores == {k: float(r["score"]) for k, r in again.items()}
+
+
+def _grading_processes(work: Path) -> list[str]:
+    """Command lines of the grading jobs (and their kernels) of the working folder ``work``."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if str(work) in cmdline and ("grader.grading" in cmdline or "kernel" in cmdline):
+            found.append(f"{proc.pid}: {cmdline[:200]}")
+    return found
+
+
+def _wait_until(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return bool(predicate())
+
+
+def test_sigterm_stops_the_command_and_its_running_jobs(tmp_path):
+    """`kill` (SIGTERM) on the command stops it at once, with the submissions it was grading;
+    the rest of the class is not graded in the background."""
+    submitted, work = tmp_path / "submitted", tmp_path / "work"
+    build_class(submitted)
+    cmd = [
+        sys.executable, "-m", "grader", "autograde", str(submitted), "--work", str(work),
+        "--assignment", A, "--cpu-ok", "--jobs", "1",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=course.REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert _wait_until(lambda: _grading_processes(work) or proc.poll() is not None, 300)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        proc.terminate()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert _wait_until(lambda: not _grading_processes(work), 30), _grading_processes(work)
+    manifest = work / grading.MANIFEST
+    graded = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    assert len(graded) < len(list(submitted.iterdir()))
 
 
 # ----------------------------------------------------------------------------- the static scan
