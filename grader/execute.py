@@ -27,6 +27,7 @@ kept in ``resources["course_events"]`` for the grading report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import signal
 import threading
@@ -39,6 +40,16 @@ from nbgrader.preprocessors import Execute
 from traitlets import Integer, List, Unicode
 
 from .sandbox import SandboxKernelManager
+
+
+def kill_processes(procs: list[psutil.Process], wait_s: float = 0.0) -> None:
+    """Kill ``procs`` in the order given (children before parents), skipping any already
+    gone, then wait up to ``wait_s`` seconds for them to end."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if wait_s:
+        psutil.wait_procs(procs, timeout=wait_s)
 
 
 class KernelStuck(RuntimeError):
@@ -145,11 +156,7 @@ class CourseExecute(Execute):
                 continue
             if rss > self.memory_bytes:
                 self._killed_for_memory.set()
-                for p in reversed(tree):
-                    try:
-                        p.kill()
-                    except psutil.Error:
-                        pass
+                kill_processes(tree[::-1])
 
     # ------------------------------------------------------------------ execution
     async def _async_handle_timeout(self, timeout, cell=None):

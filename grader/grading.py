@@ -53,6 +53,7 @@ from traitlets.config import Config
 
 from . import course, guard, sandbox, scan
 from .common import GRADING_ENV
+from .execute import CourseExecute, kill_processes
 
 MANIFEST = "grading-manifest.json"
 #: Environment variable holding the pid of the command that started a grading process.
@@ -190,7 +191,6 @@ def _job_config(
         SaveAutoGrades,
     )
 
-    from .execute import CourseExecute
     from .pipeline import course_config
 
     c = course_config(work=job_dir, submitted=job_dir / "submitted")
@@ -259,17 +259,15 @@ def run_job(job_file: str | Path) -> dict:
     return payload
 
 
-def _kill_tree(pid: int) -> None:
-    """Kill a process and every process it started (kernels, sandboxes), children first."""
+def _kill_tree(pid: int, *, include_root: bool = True) -> None:
+    """Kill every process ``pid`` started (kernels, sandboxes), and ``pid`` itself unless
+    ``include_root`` is false; children first."""
     try:
         root = psutil.Process(pid)
-        procs = [*root.children(recursive=True), root]
+        procs = root.children(recursive=True)[::-1]
     except psutil.Error:
         return
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(procs, timeout=10)
+    kill_processes([*procs, root] if include_root else procs, wait_s=10)
 
 
 def _end_with_parent(poll_s: float = 1.0) -> None:
@@ -288,10 +286,7 @@ def _end_with_parent(poll_s: float = 1.0) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll_s)
-        me = psutil.Process()
-        with contextlib.suppress(psutil.Error):
-            for child in me.children(recursive=True):
-                _kill_tree(child.pid)
+        _kill_tree(os.getpid(), include_root=False)
         os._exit(1)
 
     threading.Thread(target=watch, name="end-with-parent", daemon=True).start()

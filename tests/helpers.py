@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import torch
 
 from grader import course, samples
@@ -50,3 +53,15 @@ def run_every_check(checks_module, name: str, value) -> None:
 def reference_fn(assignment: str, name: str):
     """A function or constant of the reference solution."""
     return getattr(course.reference(assignment), name)
+
+
+def wait_for(predicate: Callable[[], object], seconds: float, what: str, every: float = 0.5):
+    """Poll ``predicate`` every ``every`` s until it returns something true (returned), or raise
+    ``AssertionError`` naming ``what`` after ``seconds`` s."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}")

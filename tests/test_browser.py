@@ -27,12 +27,14 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from grader import course, samples
+
+from .helpers import wait_for
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -68,16 +70,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait_for(predicate: Callable[[], object], seconds: float, what: str, every: float = 0.5):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}")
 
 
 @contextlib.contextmanager
@@ -127,7 +119,7 @@ def jupyterlab(cwd: Path, scratch: Path, log_name: str) -> Iterator[dict]:
             return False
 
     try:
-        _wait_for(up, 120, "JupyterLab to answer")
+        wait_for(up, 120, "JupyterLab to answer")
         yield {"base": base, "token": token, "root": cwd, "log": log_path}
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -260,7 +252,7 @@ class Student:
         def idle():
             return self.kernel_status() == "idle" and self.busy_cells() == 0
 
-        _wait_for(lambda: idle() and (time.sleep(1) or idle()), seconds, "the cells to finish")
+        wait_for(lambda: idle() and (time.sleep(1) or idle()), seconds, "the cells to finish")
 
     # -- what a student does
     def open(self) -> None:
@@ -269,7 +261,7 @@ class Student:
             f"{lab['base']}/lab/tree/notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb?token={lab['token']}"
         )
         n_cells = len(self.source().cells)
-        _wait_for(
+        wait_for(
             lambda: self.js(
                 self.PANEL + "return !!(w && w.content && w.content.widgets"
                 " && w.content.widgets.length === arguments[0]);",
@@ -278,7 +270,7 @@ class Student:
             120,
             "the notebook to open",
         )
-        _wait_for(lambda: self.kernel_status() == "idle", 120, "the kernel to start")
+        wait_for(lambda: self.kernel_status() == "idle", 120, "the kernel to start")
 
     def menu(self, top: str, item: str) -> None:
         from selenium.webdriver.common.by import By
@@ -286,7 +278,7 @@ class Student:
         self.driver.find_element(
             By.XPATH, f"//div[contains(@class,'lm-MenuBar-itemLabel') and text()='{top}']"
         ).click()
-        entry = _wait_for(
+        entry = wait_for(
             lambda: self.driver.find_elements(
                 By.XPATH, f"//div[contains(@class,'lm-Menu-itemLabel') and text()='{item}']"
             ),
@@ -433,7 +425,7 @@ def test_validate_button_reports_the_result(student):
     toolbar = student.js("return document.querySelector('.jp-NotebookPanel-toolbar').outerHTML;")
     assert buttons, f"nbgrader's Validate button is not in the notebook toolbar:\n{toolbar}"
     buttons[0].click()
-    dialog = _wait_for(
+    dialog = wait_for(
         lambda: [
             d
             for d in student.driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog-content")
@@ -462,7 +454,7 @@ def test_instructor_formgrader_lists_the_assignments(browser, instructor_lab):
         return all(a in text for a in wanted)
 
     try:
-        _wait_for(listed, 120, f"the formgrader to list {wanted}")
+        wait_for(listed, 120, f"the formgrader to list {wanted}")
     except AssertionError as error:
         page = browser.find_element("tag name", "body").text
         log = lab["log"].read_text().splitlines()

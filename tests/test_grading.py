@@ -23,6 +23,7 @@ import torch
 from grader import course, grading, samples, sandbox, scan
 
 from .bad_submissions import CASES, POINTS, REFERENCE
+from .helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
 A = "03_streams"
@@ -249,7 +250,7 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
     proc.wait()
     # The jobs run in their own sessions; they notice that their command died and end, kernels
     # too, as soon as they have started (imports take seconds), without finishing their work.
-    assert _wait_until(lambda: not _grading_processes(work), 20), _grading_processes(work)
+    wait_for(lambda: not _grading_processes(work), 20, "the killed command's jobs to end")
     done = json.loads(manifest.read_text())
     time.sleep(10)
     finished_after = [
@@ -292,15 +293,6 @@ def _grading_processes(work: Path) -> list[str]:
     return found
 
 
-def _wait_until(predicate, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return bool(predicate())
-
-
 def test_sigterm_stops_the_command_and_its_running_jobs(tmp_path):
     """`kill` (SIGTERM) on the command stops it at once, with the submissions it was grading;
     the rest of the class is not graded in the background."""
@@ -313,7 +305,7 @@ def test_sigterm_stops_the_command_and_its_running_jobs(tmp_path):
     proc = subprocess.Popen(cmd, cwd=course.REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        assert _wait_until(lambda: _grading_processes(work) or proc.poll() is not None, 300)
+        wait_for(lambda: _grading_processes(work) or proc.poll() is not None, 300, "a job")
         assert proc.poll() is None, proc.stderr.read()[-2000:]
         proc.terminate()
         proc.wait(timeout=60)
@@ -321,7 +313,7 @@ def test_sigterm_stops_the_command_and_its_running_jobs(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + signal.SIGTERM
-    assert _wait_until(lambda: not _grading_processes(work), 30), _grading_processes(work)
+    wait_for(lambda: not _grading_processes(work), 30, "the stopped command's jobs to end")
     manifest = work / grading.MANIFEST
     graded = json.loads(manifest.read_text()) if manifest.is_file() else {}
     assert len(graded) < len(list(submitted.iterdir()))
