@@ -1,12 +1,16 @@
 """Instructor command line: ``python -m grader <command>``.
 
 Commands:
-  release    regenerate notebooks/ from solutions/ (``--check``: only report differences)
-  clean      strip outputs and execution metadata from the sources in solutions/
-  autograde  autograde a folder of submissions (<student>/<assignment>/<assignment>.ipynb)
-  feedback   generate HTML feedback for everything autograded
-  export     export all grades to CSV
-  demo       run the whole flow on the bundled sample class and check every score
+  release     regenerate notebooks/ from solutions/ (``--check``: only report differences)
+  clean       strip outputs and execution metadata from the sources in solutions/
+  autograde   autograde a folder of submissions (<student>/<assignment>/<assignment>.ipynb)
+  feedback    generate HTML feedback for everything autograded
+  export      export all grades to CSV
+  demo        run the whole flow on the bundled sample class and check every score
+  benchmark   time grading a class of sample students, one at a time vs in parallel
+  measure     measure the course's GPU figures here and record them (CUDA machines)
+  verify-gpu  prove the course on a lent GPU in three parts of under 9 minutes each
+  merge       merge the working folders of shards graded apart into one gradebook
 
 Exit status: 0 on success, 1 when a check or a grading step failed, 2 for usage errors
 and refusals (e.g. grading CUDA checks on a machine without a GPU).
@@ -54,11 +58,22 @@ def _grading_options(args) -> grading.GradingOptions:
         regrade=args.regrade,
         cpu_ok=args.cpu_ok,
         rerun_demos=args.rerun_demos,
+        cells=getattr(args, "cells", None),
     )
 
 
 def _cmd_autograde(args) -> int:
+    from . import verify
+
     options = _grading_options(args)
+    submitted = Path(
+        args.submissions or pipeline.course_config(args.work).CourseDirectory.submitted_directory
+    )
+    wanted = args.assignment or (
+        [a for _, a in pipeline.submissions_in(submitted)] if submitted.is_dir() else []
+    )
+    for problem in verify.compile_problems(wanted):
+        print(f"warning: {problem}: the torch.compile checks (09_compilation) will fail here")
     if not torch.cuda.is_available() and args.cpu_ok:
         print("No CUDA GPU: CUDA-only cells score 0 and are listed as not checked (--cpu-ok).")
     print(
@@ -66,19 +81,53 @@ def _cmd_autograde(args) -> int:
         f"notebooks after {options.notebook_timeout} s, kernels at {options.memory_gb:g} GB. "
         f"Kernels: {sandbox.isolation_label(options.isolate)}."
     )
+    engine = None
+    if args.engine == "ray":
+        from .ray_engine import RayEngine
+
+        engine = RayEngine(
+            args.address, cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task
+        )
     results = pipeline.autograde(
-        args.submissions, work=args.work, assignment_ids=args.assignment or None, options=options
+        args.submissions,
+        work=args.work,
+        assignment_ids=args.assignment or None,
+        options=options,
+        shard=_shard(args.shard),
+        engine=engine,
     )
     if not results:
         print("no submissions found.")
         return 1
     print(grading.format_summary(results))
+    for line in pipeline.skipped_submissions(submitted):
+        print(f"not graded: {line}")
     if args.report:
         print(f"report written to {grading.write_report_csv(results, args.report)}")
     failed = [r for r in results if r.status == "failed"]
     if failed:
         print(f"\n{len(failed)} submission(s) could not be graded; run the command again to retry.")
         return 1
+    return 0
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise pipeline.PipelineError(f"--shard {text}: write K/N, e.g. 2/8") from None
+    return k, n
+
+
+def _cmd_merge(args) -> int:
+    from . import merge
+
+    results = merge.merge(args.shards, args.work)
+    print(grading.format_summary(results))
+    if args.report:
+        print(f"report written to {grading.write_report_csv(results, args.report)}")
     return 0
 
 
@@ -110,11 +159,19 @@ def _cmd_benchmark(args) -> int:
 
     if args.students < 1 or any(j < 1 for j in args.jobs):
         raise pipeline.PipelineError("--students and --jobs must be at least 1")
-    rows = bench.run(args.assignment, args.students, args.jobs)
+    rows = bench.run(args.assignment, args.students, args.jobs, ray_nodes=args.ray_nodes)
     print(bench.format_rows(rows, args.assignment))
     if args.json:
         bench.write_json(rows, args.assignment, args.json)
     return 0 if all(r.ok for r in rows) else 1
+
+
+def _cmd_verify_gpu(args) -> int:
+    from . import verify
+
+    result = verify.run_part(args.part, args.out)
+    print((Path(args.out) / f"part{args.part}.md").read_text())
+    return 0 if result["ok"] else 1
 
 
 def _cmd_demo(args) -> int:
@@ -214,7 +271,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_grading_arguments(p)
     p.add_argument("--report", type=Path, default=None, help="also write the report as CSV")
+    scale = p.add_argument_group("grading at scale (see the README)")
+    scale.add_argument(
+        "--shard", default=None, metavar="K/N",
+        help="grade only shard K of N (students split by a hash of their id); merge the shards' "
+        "working folders with `python -m grader merge`",
+    )  # fmt: skip
+    cells = scale.add_mutually_exclusive_group()
+    cells.add_argument(
+        "--only-cuda", dest="cells", action="store_const", const="cuda",
+        help="grade only the _cuda test cells (a GPU node's share)",
+    )  # fmt: skip
+    cells.add_argument(
+        "--no-cuda", dest="cells", action="store_const", const="no-cuda",
+        help="grade every test cell but the _cuda ones (a CPU node's share)",
+    )  # fmt: skip
+    scale.add_argument(
+        "--engine", choices=("local", "ray"), default="local",
+        help="local: processes on this machine (default); ray: tasks on a Ray cluster",
+    )  # fmt: skip
+    scale.add_argument(
+        "--address", default=None,
+        help="Ray cluster to join: auto or HOST:PORT (default: start a local one)",
+    )  # fmt: skip
+    scale.add_argument("--cpus-per-task", type=float, default=1, help="Ray: CPUs per submission")
+    scale.add_argument(
+        "--gpus-per-task", type=float, default=1,
+        help="Ray: GPUs (or a fraction) per submission whose CUDA cells are graded",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_autograde)
+
+    p = sub.add_parser("merge", help="merge shards' working folders into one gradebook")
+    p.add_argument("shards", nargs="+", type=Path, help="working folders of graded shards")
+    p.add_argument(
+        "--work", type=Path, default=None, help="target working folder (default: grader/work)"
+    )
+    p.add_argument("--report", type=Path, default=None, help="also write the report as CSV")
+    p.set_defaults(func=_cmd_merge)
 
     p = sub.add_parser("feedback", help="generate HTML feedback for autograded submissions")
     p.add_argument("--work", type=Path, default=None)
@@ -247,6 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[1, 2],
         help="submissions graded at a time; one run per value (default 1 2)",
     )
+    p.add_argument(
+        "--ray-nodes", type=int, default=0,
+        help="also grade once with the Ray engine on a local cluster of this many one-CPU node "
+        "processes (default 0: no Ray run)",
+    )  # fmt: skip
     p.add_argument("--json", type=Path, default=None, help="also write the runs as JSON")
     p.set_defaults(func=_cmd_benchmark)
 
@@ -262,6 +360,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="records file (default on a GPU: images/recorded_figures.json; on a CPU: none)",
     )  # fmt: skip
     p.set_defaults(func=_cmd_measure)
+
+    p = sub.add_parser(
+        "verify-gpu",
+        help="prove the course on a lent GPU: 1 preflight, CUDA tests, measure; 2 and 3 demo on CUDA",
+    )
+    p.add_argument("--part", type=int, required=True, choices=(1, 2, 3), help="which part to run")
+    p.add_argument(
+        "--out", type=Path, default=Path("verify-gpu"), help="folder for logs and summaries"
+    )
+    p.set_defaults(func=_cmd_verify_gpu)
     return parser
 
 
@@ -270,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (pipeline.PipelineError, ValueError, FileNotFoundError) as err:
+    except (pipeline.PipelineError, ValueError, FileNotFoundError) as err:  # MergeError too
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -35,6 +35,7 @@ class Run:
     per_student_s: float
     speedup: float
     ok: bool
+    engine: str = "local"
 
 
 def build_class(assignment: str, students: int, folder: Path) -> None:
@@ -53,17 +54,21 @@ def build_class(assignment: str, students: int, folder: Path) -> None:
         nbformat.write(model.notebooks[assignment], str(out / f"{assignment}.ipynb"))
 
 
-def run(assignment: str, students: int, jobs: list[int], **options) -> list[Run]:
-    """Grade the same class once per entry of ``jobs``; the first entry is the baseline.
+def run(
+    assignment: str, students: int, jobs: list[int], *, ray_nodes: int = 0, **options
+) -> list[Run]:
+    """Grade the same class once per entry of ``jobs`` (and once on a local Ray cluster of
+    ``ray_nodes`` one-CPU node processes when it is above 0); the first run is the baseline.
 
     Args:
         assignment: Assignment id (03_streams grades in about 6 s a notebook on 2 cores).
         students: Class size.
         jobs: Submissions graded at the same time, one run each (e.g. ``[1, 2]``).
+        ray_nodes: Node processes of the local Ray cluster (0: no Ray run).
         **options: More :class:`grader.grading.GradingOptions` fields.
 
     Returns:
-        One :class:`Run` per entry of ``jobs``.
+        One :class:`Run` per grading.
     """
     from .pipeline import autograde
 
@@ -81,7 +86,42 @@ def run(assignment: str, students: int, jobs: list[int], **options) -> list[Run]
             ok = len(results) == students and all(r.status == "graded" for r in results)
             base = rows[0].wall_s if rows else wall
             rows.append(Run(students, n, wall, wall / students, base / wall, ok))
+        if ray_nodes:
+            rows.append(
+                _ray_run(assignment, students, submitted, Path(tmp), ray_nodes, rows, options)
+            )
     return rows
+
+
+def _ray_run(assignment, students, submitted, tmp, nodes, rows, options) -> Run:
+    """One grading through the Ray engine on a local cluster: a head and ``nodes - 1`` more
+    node processes, one CPU each."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from .pipeline import autograde
+    from .ray_engine import RayEngine
+
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        opts = grading.GradingOptions.for_machine(1, cpu_ok=True, **options)
+        start = time.perf_counter()
+        results = autograde(
+            submitted, work=tmp / "work-ray", assignment_ids=[assignment], options=opts,
+            engine=RayEngine(cluster.address),
+        )  # fmt: skip
+        wall = time.perf_counter() - start
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    ok = len(results) == students and all(r.status == "graded" for r in results)
+    base = rows[0].wall_s if rows else wall
+    return Run(students, nodes, wall, wall / students, base / wall, ok, engine="ray")
 
 
 def format_rows(rows: list[Run], assignment: str) -> str:
@@ -90,15 +130,40 @@ def format_rows(rows: list[Run], assignment: str) -> str:
         f"Grading {rows[0].students} submissions of {assignment} on {os.cpu_count()} cores "
         f"({platform.processor() or platform.machine()}), {date.today().isoformat()}:",
         "",
-        "| jobs | wall time (s) | s per student | speed-up vs first row | all graded |",
-        "|---|---|---|---|---|",
+        "| engine | jobs / nodes | wall time (s) | s per student | speed-up vs first row | all graded |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
+        how = f"{r.jobs} at a time" if r.engine == "local" else f"{r.jobs} node processes"
         lines.append(
-            f"| {r.jobs} | {r.wall_s:.0f} | {r.per_student_s:.1f} | {r.speedup:.2f}x | "
+            f"| {r.engine} | {how} | {r.wall_s:.0f} | {r.per_student_s:.1f} | {r.speedup:.2f}x | "
             f"{'yes' if r.ok else 'NO'} |"
         )
+    lines += ["", extrapolate(rows)]
     return "\n".join(lines)
+
+
+def extrapolate(rows: list[Run], students: int = 5000, notebooks: int = 11) -> str:
+    """What the measured cost per submission means for a large class (a written estimate, not
+    a measurement): core-seconds per notebook from the one-at-a-time run, then wall time on
+    nodes of this machine's size grading one submission per two cores."""
+    serial = next((r for r in rows if r.engine == "local" and r.jobs == 1), rows[0])
+    cores = os.cpu_count() or 1
+    core_s = serial.per_student_s * 2  # one submission keeps about two cores busy (job + kernel)
+    total_h = students * notebooks * serial.per_student_s / 3600
+    per_node = max(1, cores // 2)
+    lines = [
+        f"Extrapolation (not measured): {serial.per_student_s:.1f} s per submission one at a time "
+        f"here, about {core_s:.0f} core-seconds each. {students:,} students x {notebooks} notebooks "
+        f"= {students * notebooks:,} submissions: {total_h:.0f} h one at a time"
+    ]
+    for nodes in (1, 10, 50):
+        hours = total_h / (nodes * per_node)
+        lines.append(
+            f"; on {nodes} node(s) like this one ({per_node} at a time each) about {hours:.1f} h"
+        )
+    lines.append(". Notebooks with long CUDA or compile checks cost more; measure one class first.")
+    return "".join(lines)
 
 
 def write_json(rows: list[Run], assignment: str, path: Path) -> Path:

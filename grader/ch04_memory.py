@@ -5,11 +5,17 @@ h2d_bandwidth.
 first checked on the simulated GPU of :mod:`grader.simulate`, whose caching allocator keeps
 allocated, peak and reserved bytes the way PyTorch's does, and whose virtual clock makes
 copy times exact; the ``_cuda`` checks compare with the reference on real hardware.
+
+Each ``check_*`` reaches the student's code through a :class:`~grader.remote.Handle`
+(:mod:`grader.remote`): the ``_probe_*`` functions below build what the student's function
+needs (models, a simulated GPU, a probed loss) where that code lives and hand back plain data
+(the calls' outcomes, what was seen); the expected values, every measurement the verdict rests
+on that does not involve the student's code (memory of a real training step, the reference's
+timings), every use of the reference and every comparison are made here, in the check.
 """
 
 from __future__ import annotations
 
-import copy
 import gc
 import weakref
 
@@ -18,9 +24,12 @@ from torch import nn
 
 from .common import call_student, cuda_or_not_checked, expect_raises, fail, passed, require
 from .course import reference
+from .remote import Recorded, attempt, student
 from .simulate import simulated_cuda
 
 ASSIGNMENT = "04_memory"
+#: The test cells' checks run in the grading process under autograde (grader.judge).
+JUDGED_IN_GRADER = True
 MB = 10**6
 
 
@@ -37,6 +46,47 @@ class _TiedModel(nn.Module):
         self.norm = nn.BatchNorm1d(16)  # buffers: running_mean, running_var, num_batches_tracked
         self.head = nn.Linear(16, 100, bias=False)
         self.head.weight = self.embed.weight  # tied: one tensor, two modules
+
+
+def _conv_bf16() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3),
+        nn.BatchNorm2d(8),
+        nn.Flatten(),
+        nn.Linear(8, 2),
+    ).to(torch.bfloat16)
+
+
+def _training_step_model(device: str | torch.device = "cpu") -> nn.Module:
+    """The model whose real Adam step the CUDA check measures: 8 x Linear(2048, 2048)."""
+    return nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(8)]).to(device)
+
+
+#: The models the checks ask about, by name (built on both sides: only their shapes, dtypes,
+#: sharing and requires_grad matter, not their random values).
+_MODELS = {
+    "tied": _TiedModel,
+    "linear": lambda: nn.Linear(3, 5),
+    "conv_bf16": _conv_bf16,
+    "transformer_layer": lambda: nn.TransformerEncoderLayer(32, 4, 64),
+    "training_step": _training_step_model,
+}
+_HIDDEN_MODELS = ("linear", "conv_bf16", "transformer_layer")
+_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+
+
+def _probe_training_memory_bytes(training_memory_bytes, model: str, calls: list) -> list:
+    """Probe: build the model named ``model`` and record training_memory_bytes(model, *args)
+    for each ``args`` of ``calls``."""
+    built = _MODELS[model]()
+    return [attempt(training_memory_bytes, built, *args) for args in calls]
+
+
+def _tmb_answers(training_memory_bytes, model: str, calls: list) -> Recorded:
+    """The student's answers for ``model`` and each optimizer argument tuple of ``calls``,
+    callable as ``answers(*args)``."""
+    records = training_memory_bytes.probe(_probe_training_memory_bytes, model, calls)
+    return Recorded("training_memory_bytes", [(tuple(a), {}) for a in calls], records)
 
 
 def _expected_bytes(model: nn.Module, multiple: int) -> dict[str, int]:
@@ -85,22 +135,23 @@ def check_training_memory_bytes(training_memory_bytes) -> None:
     Raises:
         CheckFailed: a part differs, or an unknown optimizer is accepted.
     """
+    training_memory_bytes = student(training_memory_bytes, "training_memory_bytes")
+    calls = [(opt,) for opt in _OPTIMIZERS] + [(), ("rmsprop",)]
+    answers = _tmb_answers(training_memory_bytes, "tied", calls)
     model = _TiedModel()
-    for optimizer, multiple in (("sgd", 0), ("sgd_momentum", 1), ("adam", 2), ("adamw", 2)):
+    for optimizer, multiple in zip(_OPTIMIZERS, (0, 1, 2, 2)):
+        call = f"training_memory_bytes(model, {optimizer!r})"
         _require_bytes(
-            call_student(training_memory_bytes, model, optimizer),
-            _expected_bytes(model, multiple),
-            f"training_memory_bytes(model, {optimizer!r})",
+            call_student(answers, optimizer, name=call), _expected_bytes(model, multiple), call
         )
     _require_bytes(
-        call_student(training_memory_bytes, model),
+        call_student(answers, name="training_memory_bytes(model)"),
         _expected_bytes(model, 2),
         "training_memory_bytes(model) (default: adam)",
     )
     expect_raises(
         ValueError,
-        training_memory_bytes,
-        model,
+        answers,
         "rmsprop",
         what="training_memory_bytes(model, 'rmsprop') must raise ValueError",
         cause="raise ValueError for any optimizer other than sgd, sgd_momentum, adam, adamw",
@@ -110,47 +161,76 @@ def check_training_memory_bytes(training_memory_bytes) -> None:
 
 def check_training_memory_bytes_hidden(training_memory_bytes) -> None:
     """Compare with the reference on further models."""
+    training_memory_bytes = student(training_memory_bytes, "training_memory_bytes")
     ref = reference(ASSIGNMENT).training_memory_bytes
-    models = [
-        nn.Linear(3, 5),
-        nn.Sequential(
-            nn.Conv2d(3, 8, 3),
-            nn.BatchNorm2d(8),
-            nn.Flatten(),
-            nn.Linear(8, 2),
-        ).to(torch.bfloat16),
-        nn.TransformerEncoderLayer(32, 4, 64),
-    ]
-    for model in models:
-        for optimizer in ("sgd", "sgd_momentum", "adam", "adamw"):
-            _require_bytes(
-                call_student(training_memory_bytes, model, optimizer),
-                ref(model, optimizer),
-                f"training_memory_bytes({type(model).__name__}, {optimizer!r})",
-            )
+    calls = [(opt,) for opt in _OPTIMIZERS]
+    for name in _HIDDEN_MODELS:
+        answers = _tmb_answers(training_memory_bytes, name, calls)
+        model = _MODELS[name]()
+        for optimizer in _OPTIMIZERS:
+            call = f"training_memory_bytes({type(model).__name__}, {optimizer!r})"
+            _require_bytes(call_student(answers, optimizer, name=call), ref(model, optimizer), call)
     passed("training_memory_bytes agrees with the reference")
 
 
-def check_training_memory_bytes_cuda(training_memory_bytes) -> None:
-    """On a GPU: the predicted total matches memory_allocated after one Adam step within 5%."""
-    if not cuda_or_not_checked("training_memory_bytes against memory_allocated on a real GPU"):
-        return
-    device = torch.device("cuda:0")
-    torch.cuda.synchronize()
-    warm = torch.randn(64, 64, device=device)
-    (warm @ warm).sum().item()  # cuBLAS workspace allocated before the baseline
-    del warm
-    torch.cuda.empty_cache()
-    baseline = torch.cuda.memory_allocated()
-    model = nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(8)]).to(device)
-    opt = torch.optim.Adam(model.parameters())
+def warm_up_training_step(device: str | torch.device) -> None:
+    """One small forward, backward and Adam step on ``device``, of the same kinds of operations
+    as the measured step, then everything it made is freed.
+
+    Some memory is allocated once, on first use, and kept: the cuBLAS workspace of each thread
+    that runs a matmul (the calling thread's in the forward pass, the autograd engine's device
+    thread's in the backward pass: 32 MiB each on an H100) and other lazily created state. It
+    counts in ``memory_allocated``, so it must exist before the baseline of a measurement.
+    """
+    layer = nn.Linear(2048, 2048).to(device)
+    optimizer = torch.optim.Adam(layer.parameters())
+    layer(torch.randn(16, 2048, device=device)).square().mean().backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    del layer, optimizer
+
+
+def measure_training_step_bytes(device: str | torch.device = "cuda:0") -> int:
+    """Bytes that one Adam training step of :func:`_training_step_model` leaves allocated on
+    ``device`` (``torch.cuda.memory_allocated`` after the step, minus before the model was
+    built), after :func:`warm_up_training_step` so that one-time allocations are in the
+    baseline. Runs in the grading process: the student's code cannot reach it."""
+    warm_up_training_step(device)
+    torch.cuda.synchronize(device)
+    baseline = torch.cuda.memory_allocated(device)
+    model = _training_step_model(device)
+    optimizer = torch.optim.Adam(model.parameters())
     x = torch.randn(16, 2048, device=device)
     model(x).square().mean().backward()
-    opt.step()
+    optimizer.step()
     del x
-    torch.cuda.synchronize()
-    measured = torch.cuda.memory_allocated() - baseline
-    predicted = call_student(training_memory_bytes, model, "adam")["total"]
+    torch.cuda.synchronize(device)
+    measured = torch.cuda.memory_allocated(device) - baseline
+    del model, optimizer
+    return int(measured)
+
+
+def check_training_memory_bytes_cuda(training_memory_bytes) -> None:
+    """On a GPU: the predicted total matches memory_allocated after one Adam step within 5%.
+
+    The student's function gets a model of the measured architecture in their process; the step
+    is measured here (:func:`measure_training_step_bytes`).
+    """
+    if not cuda_or_not_checked("training_memory_bytes against memory_allocated on a real GPU"):
+        return
+    training_memory_bytes = student(training_memory_bytes, "training_memory_bytes")
+    answers = _tmb_answers(training_memory_bytes, "training_step", [("adam",)])
+    call = "training_memory_bytes(8 x Linear(2048, 2048), 'adam')"
+    got = call_student(answers, "adam", name=call)
+    require(
+        isinstance(got, dict) and isinstance(got.get("total"), int),
+        f"{call} must return a dict with an int 'total'",
+        yours=got,
+        expected="{'parameters': ..., 'gradients': ..., 'optimizer_state': ..., 'total': ...}",
+        cause=_CAUSES["total"],
+    )
+    predicted = got["total"]
+    measured = measure_training_step_bytes("cuda:0")
     ratio = predicted / measured
     require(
         0.95 <= ratio <= 1.05,
@@ -159,24 +239,22 @@ def check_training_memory_bytes_cuda(training_memory_bytes) -> None:
         expected=f"{measured:,} bytes within 5%",
         cause=_CAUSES["optimizer_state"],
     )
-    del model, opt
     passed(
         f"training_memory_bytes predicts this GPU's memory_allocated within {abs(ratio - 1):.1%}"
     )
 
 
 # --------------------------------------------------------------------------- peak_memory_bytes
-def check_peak_memory_bytes(peak_memory_bytes) -> None:
-    """On the simulated allocator: 30 MB already held, an old 100 MB peak, fn peaking at 30 MB more.
+#: Blocks of the simulated allocator round up to 512 bytes.
+_PEAK_EXPECTED = sum(-(-n // 512) * 512 for n in (10 * MB, 20 * MB))
 
-    Raises:
-        CheckFailed: the result includes the old peak, the baseline, or cached (reserved) memory.
-    """
+
+def _probe_peak_memory_bytes(peak_memory_bytes) -> dict:
+    """Probe: on the simulated allocator, 30 MB held, an earlier 100 MB peak (freed, still
+    reserved), then peak_memory_bytes(fn) for an fn that allocates 10 + 20 MB and frees them."""
     with simulated_cuda(allow_real_gpu=True) as sim:
         held = sim.malloc(30 * MB)  # allocated before the call: the baseline
-        sim.free(
-            sim.malloc(100 * MB)
-        )  # an earlier, larger peak; its memory stays reserved (cached)
+        sim.free(sim.malloc(100 * MB))  # an earlier, larger peak; its memory stays reserved
 
         def fn():
             a = sim.malloc(10 * MB)
@@ -184,13 +262,27 @@ def check_peak_memory_bytes(peak_memory_bytes) -> None:
             sim.free(a)
             sim.free(b)
 
-        expected = sum(
-            -(-n // 512) * 512 for n in (10 * MB, 20 * MB)
-        )  # blocks round up to 512 bytes
-        got = call_student(peak_memory_bytes, fn)
+        record = attempt(peak_memory_bytes, fn)
         sim.free(held)
+    return record
+
+
+def check_peak_memory_bytes(peak_memory_bytes) -> None:
+    """On the simulated allocator: 30 MB already held, an old 100 MB peak, fn peaking at 30 MB more;
+    on a machine without a GPU, also the RuntimeError the exercise asks for there.
+
+    Raises:
+        CheckFailed: the result includes the old peak, the baseline, or cached (reserved) memory;
+            or, without CUDA, no RuntimeError.
+    """
+    peak_memory_bytes = student(peak_memory_bytes, "peak_memory_bytes")
+    record = peak_memory_bytes.probe(_probe_peak_memory_bytes)
+    got = call_student(
+        Recorded("peak_memory_bytes", [((), {})], [record]), name="peak_memory_bytes(fn)"
+    )
+    expected = _PEAK_EXPECTED
     require(
-        isinstance(got, int),
+        isinstance(got, int) and not isinstance(got, bool),
         "peak_memory_bytes must return an int (bytes)",
         yours=f"{got!r} ({type(got).__name__})",
         expected="an int",
@@ -209,24 +301,73 @@ def check_peak_memory_bytes(peak_memory_bytes) -> None:
             expected=expected,
             cause=cause,
         )
+    if not torch.cuda.is_available():  # the exercise asks for a RuntimeError without CUDA
+        record = peak_memory_bytes.probe(_probe_peak_without_cuda)
+        expect_raises(
+            RuntimeError,
+            Recorded("peak_memory_bytes", [((), {})], [record]),
+            what="peak_memory_bytes(fn) on this machine, which has no CUDA GPU, must raise RuntimeError",
+            cause="check torch.cuda.is_available() first and raise RuntimeError: without CUDA "
+            "there is no GPU memory to measure (torch.cuda.memory_allocated() just returns 0)",
+        )
     passed("peak_memory_bytes resets the peak, subtracts the baseline and counts allocated bytes")
 
 
-def check_peak_memory_bytes_cuda(peak_memory_bytes) -> None:
-    """On a real GPU: equal to the reference (within 2 MiB) for a function allocating 30 MB at peak."""
-    if not cuda_or_not_checked("peak_memory_bytes on a real GPU"):
-        return
+def _do_nothing() -> None:
+    """fn for the check without CUDA."""
+
+
+def _probe_peak_without_cuda(peak_memory_bytes) -> dict:
+    """Probe: peak_memory_bytes(fn) as it is, on a machine without a CUDA GPU."""
+    return attempt(peak_memory_bytes, _do_nothing)
+
+
+def _allocate_30_mb() -> None:
+    """fn of the CUDA check: 10 MB, then 20 MB more, both freed on return."""
+    a = torch.empty(10 * MB, dtype=torch.uint8, device="cuda")
+    b = torch.empty(20 * MB, dtype=torch.uint8, device="cuda")
+    del a, b
+
+
+def _peak_scenario(peak_memory_bytes) -> dict:
+    """30 MB held and an earlier 100 MB peak, then peak_memory_bytes(_allocate_30_mb) recorded
+    (run by the probe for the student's function, and by the check for the reference)."""
     held = torch.empty(30 * MB, dtype=torch.uint8, device="cuda")
     big = torch.empty(100 * MB, dtype=torch.uint8, device="cuda")
     del big
+    try:
+        return attempt(peak_memory_bytes, _allocate_30_mb)
+    finally:
+        del held
 
-    def fn():
-        a = torch.empty(10 * MB, dtype=torch.uint8, device="cuda")
-        b = torch.empty(20 * MB, dtype=torch.uint8, device="cuda")
-        del a, b
 
-    mine, theirs = call_student(peak_memory_bytes, fn), reference(ASSIGNMENT).peak_memory_bytes(fn)
-    del held
+def _probe_peak_memory_bytes_cuda(peak_memory_bytes) -> dict:
+    """Probe: :func:`_peak_scenario` with the student's function, on the real GPU."""
+    return _peak_scenario(peak_memory_bytes)
+
+
+def check_peak_memory_bytes_cuda(peak_memory_bytes) -> None:
+    """On a real GPU: equal to the reference (within 2 MiB) for a function allocating 30 MB at
+    peak; the reference runs the same scenario here, in the grading process."""
+    if not cuda_or_not_checked("peak_memory_bytes on a real GPU"):
+        return
+    peak_memory_bytes = student(peak_memory_bytes, "peak_memory_bytes")
+    record = peak_memory_bytes.probe(_probe_peak_memory_bytes_cuda)
+    mine = call_student(
+        Recorded("peak_memory_bytes", [((), {})], [record]), name="peak_memory_bytes(fn)"
+    )
+    require(
+        isinstance(mine, int) and not isinstance(mine, bool),
+        "peak_memory_bytes must return an int (bytes)",
+        yours=f"{mine!r} ({type(mine).__name__})",
+        expected="an int",
+        cause="subtract two byte counts",
+    )
+    ref_record = _peak_scenario(reference(ASSIGNMENT).peak_memory_bytes)
+    theirs = call_student(
+        Recorded("the reference's peak_memory_bytes", [((), {})], [ref_record]),
+        name="reference peak_memory_bytes(fn)",
+    )
     require(
         abs(mine - theirs) <= 2 * 2**20,
         "peak_memory_bytes on this GPU",
@@ -261,20 +402,11 @@ def _training_setup():
     return model, batches
 
 
-def check_train_without_leak(train_without_leak) -> None:
-    """Check the mean loss, the trained parameters, and that no step's graph outlives the next step.
-
-    Each loss passes through a probe whose lifetime is its step's autograd graph; when the
-    loss function is called for step k, the graphs of steps k-2 and earlier must be gone.
-
-    Raises:
-        CheckFailed: a graph kept alive, a wrong mean, not a float, or parameters not trained.
-    """
+def _probe_train_without_leak(train_without_leak) -> dict:
+    """Probe: train with a loss function whose every step's graph holds a token, and note, when
+    step k's loss is computed, which earlier steps' graphs (k-2 and before) are still alive.
+    Returns the call's outcome, those (old step, step) pairs, and the trained parameters."""
     model, batches = _training_setup()
-    ref_model = copy.deepcopy(model)
-    expected = reference(ASSIGNMENT).train_without_leak(
-        ref_model, batches, nn.MSELoss(), torch.optim.SGD(ref_model.parameters(), lr=0.1)
-    )
     graphs: list[weakref.ref] = []
     leaks: list[tuple[int, int]] = []
     mse = nn.MSELoss()
@@ -287,9 +419,33 @@ def check_train_without_leak(train_without_leak) -> None:
         graphs.append(weakref.ref(token))
         return _GraphProbe.apply(mse(output, target), token)
 
-    got = call_student(
+    record = attempt(
         train_without_leak, model, batches, probed_loss, torch.optim.SGD(model.parameters(), lr=0.1)
     )
+    params = {name: p.detach().clone() for name, p in model.named_parameters()}
+    return {"record": record, "leaks": leaks, "params": params}
+
+
+def check_train_without_leak(train_without_leak) -> None:
+    """Check the mean loss, the trained parameters, and that no step's graph outlives the next step.
+
+    Each loss passes through a probe whose lifetime is its step's autograd graph; when the
+    loss function is called for step k, the graphs of steps k-2 and earlier must be gone.
+
+    Raises:
+        CheckFailed: a graph kept alive, a wrong mean, not a float, or parameters not trained.
+    """
+    train_without_leak = student(train_without_leak, "train_without_leak")
+    seen = train_without_leak.probe(_probe_train_without_leak)
+    ref_model, batches = _training_setup()
+    expected = reference(ASSIGNMENT).train_without_leak(
+        ref_model, batches, nn.MSELoss(), torch.optim.SGD(ref_model.parameters(), lr=0.1)
+    )
+    got = call_student(
+        Recorded("train_without_leak", [((), {})], [seen["record"]]),
+        name="train_without_leak(model, batches, loss_fn, optimizer)",
+    )
+    leaks = seen["leaks"]
     if leaks:
         old, step = leaks[0]
         fail(
@@ -313,9 +469,11 @@ def check_train_without_leak(train_without_leak) -> None:
         expected=expected,
         cause="average the per-step losses over the number of batches",
     )
-    for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
+    params = seen["params"]
+    for name, q in ref_model.named_parameters():
+        p = params.get(name)
         require(
-            torch.allclose(p, q, atol=1e-6),
+            isinstance(p, torch.Tensor) and p.shape == q.shape and torch.allclose(p, q, atol=1e-6),
             f"parameter {name} after training",
             yours="different values",
             expected="the same as the reference's after the same steps",
@@ -330,6 +488,37 @@ def check_train_without_leak(train_without_leak) -> None:
 #: Simulated link: pinned 24 GB/s (about PCIe Gen4 x16 in practice), pageable 12 GB/s,
 #: pinning (page-locking and copying) 6 GB/s. Illustrative values, not measurements.
 SIM_LINK = {"h2d_gbps": 24.0, "pageable_gbps": 12.0, "pin_gbps": 6.0}
+#: The copy size of both h2d_bandwidth checks.
+H2D_BYTES = 256 * MB
+
+
+def _probe_h2d_bandwidth(h2d_bandwidth, nbytes: int) -> dict:
+    """Probe: h2d_bandwidth(nbytes, True) and (nbytes, False) on the simulated link (virtual
+    clock: exact times)."""
+    with simulated_cuda(transfers=True, allow_real_gpu=True, virtual_time=True, **SIM_LINK):
+        return {
+            "pinned": attempt(h2d_bandwidth, nbytes, True),
+            "pageable": attempt(h2d_bandwidth, nbytes, False),
+        }
+
+
+def _bandwidths(seen: dict) -> dict[bool, float]:
+    """The recorded GB/s of each kind of copy (pinned True/False), required to be floats."""
+    out = {}
+    for pinned in (True, False):
+        value = call_student(
+            Recorded("h2d_bandwidth", [((), {})], [seen["pinned" if pinned else "pageable"]]),
+            name=f"h2d_bandwidth(256 MB, pinned={pinned})",
+        )
+        require(
+            isinstance(value, float),
+            f"h2d_bandwidth(256 MB, pinned={pinned}) must return a float (GB/s)",
+            yours=f"{value!r}",
+            expected="a float",
+            cause="return nbytes / seconds / 1e9",
+        )
+        out[pinned] = value
+    return out
 
 
 def check_h2d_bandwidth(h2d_bandwidth) -> None:
@@ -338,21 +527,13 @@ def check_h2d_bandwidth(h2d_bandwidth) -> None:
     Raises:
         CheckFailed: off the link's bandwidth by more than 5%, or pinned not faster.
     """
-    nbytes = 256 * MB
-    with simulated_cuda(transfers=True, allow_real_gpu=True, virtual_time=True, **SIM_LINK):
-        pinned = call_student(h2d_bandwidth, nbytes, True)
-        pageable = call_student(h2d_bandwidth, nbytes, False)
+    h2d_bandwidth = student(h2d_bandwidth, "h2d_bandwidth")
+    results = _bandwidths(h2d_bandwidth.probe(_probe_h2d_bandwidth, H2D_BYTES))
+    pinned, pageable = results[True], results[False]
     for value, kind, link in (
         (pinned, "pinned", SIM_LINK["h2d_gbps"]),
         (pageable, "pageable", SIM_LINK["pageable_gbps"]),
     ):
-        require(
-            isinstance(value, float),
-            f"h2d_bandwidth(256 MB, {kind}) must return a float (GB/s)",
-            yours=f"{value!r}",
-            expected="a float",
-            cause="return nbytes / seconds / 1e9",
-        )
         ratio = value / link
         if ratio > 1.05:
             cause = "the copy was not finished when the clock stopped: synchronize (torch.cuda.synchronize() or end_event.synchronize()) before reading the time"
@@ -372,23 +553,37 @@ def check_h2d_bandwidth(h2d_bandwidth) -> None:
         "pinned copies must beat pageable ones",
         yours=f"pinned {pinned:.1f}, pageable {pageable:.1f}",
         expected="pinned faster",
-        cause="copy from host.pin_memory() when pinned=True",
+        cause="copy from pinned memory when pinned=True (host.pin_memory(), or pin_memory=True "
+        "when creating it)",
     )
     passed(
         f"h2d_bandwidth measures the simulated link: pinned {pinned:.1f} GB/s, pageable {pageable:.1f} GB/s"
     )
 
 
+def _probe_h2d_bandwidth_cuda(h2d_bandwidth, nbytes: int) -> dict:
+    """Probe: h2d_bandwidth(nbytes, True) and (nbytes, False) on the real GPU."""
+    torch.cuda.synchronize()
+    return {
+        "pinned": attempt(h2d_bandwidth, nbytes, True),
+        "pageable": attempt(h2d_bandwidth, nbytes, False),
+    }
+
+
 def check_h2d_bandwidth_cuda(h2d_bandwidth) -> None:
-    """On a real GPU: within [0.67, 1.5] of the reference in the same run, pinned > pageable."""
+    """On a real GPU: within [0.67, 1.5] of the reference in the same run, pinned > pageable.
+
+    The student's function is measured in their process, the reference here, on the same GPU
+    in the same grading job.
+    """
     if not cuda_or_not_checked("h2d_bandwidth on a real GPU"):
         return
+    h2d_bandwidth = student(h2d_bandwidth, "h2d_bandwidth")
+    results = _bandwidths(h2d_bandwidth.probe(_probe_h2d_bandwidth_cuda, H2D_BYTES))
     ref = reference(ASSIGNMENT).h2d_bandwidth
-    nbytes = 256 * MB
-    results = {}
+    torch.cuda.synchronize()
     for pinned in (True, False):
-        mine, theirs = call_student(h2d_bandwidth, nbytes, pinned), ref(nbytes, pinned)
-        results[pinned] = mine
+        mine, theirs = results[pinned], ref(H2D_BYTES, pinned)
         ratio = mine / theirs
         require(
             0.67 <= ratio <= 1.5,

@@ -1,19 +1,27 @@
 """Checks for 07_multi_gpu: average_gradients, shard_indices, ddp_train, split_model.
 
 Everything graded runs on the CPU with the gloo backend, in real separate processes
-(:mod:`grader.distributed`: no fixed port, a deadline on every run). ``split_model`` is
-checked on real devices (``["cpu", "cpu"]``, and ``["cuda:0", "cpu"]`` on a GPU) and, on
-every machine, on *virtual* devices (:class:`VirtualDevices`): CPU tensors labelled
-``cuda:0``, ``cuda:1``, ... that follow CUDA's placement rules, so an input left on the
-wrong device fails here as it does on a multi-GPU machine.
+(:mod:`grader.distributed`: no fixed port, a deadline on every run, ranks forked only where
+that is safe). ``split_model`` is checked on real devices (``["cpu", "cpu"]``, and
+``["cuda:0", "cpu"]`` on a GPU) and, on every machine, on *virtual* devices
+(:class:`VirtualDevices`): CPU tensors labelled ``cuda:0``, ``cuda:1``, ... that follow CUDA's
+placement rules, so an input left on the wrong device fails here as it does on a multi-GPU
+machine.
+
+The checks reach the student's code through :mod:`grader.remote`: the ranks that call the
+student's function, the launches of the script the notebook wrote and the forward and backward
+passes of the split model all run in the student's process (the ``_probe_*`` functions), and
+hand back plain data (gradients, trained weights, outputs, devices). The full-batch gradients,
+single-process training and the unsplit model they are compared with are computed here.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import itertools
 import json
 import math
+import re
 import tempfile
 from pathlib import Path
 
@@ -23,30 +31,34 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils.data import DistributedSampler
 
-from .common import call_student, cuda_or_not_checked, fail, passed, require
-from .distributed import RanksFailed, load_script, run_ranks, run_torchrun, spawn_script
+from . import handover
+from .common import call_student, cuda_or_not_checked, fail, not_attempted, passed, require
+from .course import reference
+from .distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
+from .remote import Recorded, attempt_all, run, student
 
 ASSIGNMENT = "07_multi_gpu"
+#: The test cells' checks run in the grading process under autograde (grader.judge).
+JUDGED_IN_GRADER = True
+
+#: How a rank's traceback ends when the exercise's stub raised (a bare NotImplementedError).
+_STUB = re.compile(r"raise NotImplementedError\(\)|^NotImplementedError\s*$", re.MULTILINE)
 
 
-def _raise_if_unsolved(failure: RanksFailed) -> None:
-    """A rank stopped at the stub of an unsolved exercise: report it as unsolved."""
-    if "raise NotImplementedError()" in str(failure):
-        raise NotImplementedError() from None
+def _raise_if_unsolved(text: str, label: str) -> None:
+    """A rank stopped at the stub of an unsolved exercise: report it as not attempted."""
+    if _STUB.search(text):
+        raise not_attempted(label) from None
 
 
-def _ranks_or_fail(what: str, fn, *args, **kwargs):
-    try:
-        return run_ranks(fn, *args, **kwargs)
-    except RanksFailed as exc:
-        text = str(exc)
-        _raise_if_unsolved(exc)
-        fail(
-            what,
-            yours=text[-1500:],
-            expected="every rank finishes without error",
-            cause="read the rank's traceback above; every rank must call the same collectives",
-        )
+def _ranks_failed(what: str, text: str, label: str) -> None:
+    _raise_if_unsolved(text, label)
+    fail(
+        what,
+        yours=text[-1500:],
+        expected="every rank finishes without error",
+        cause="read the rank's traceback above; every rank must call the same collectives",
+    )
 
 
 # --------------------------------------------------------------------------- average_gradients
@@ -68,6 +80,8 @@ def _grad_data(seed: int, n: int):
 
 
 def _rank_gradients(rank, world_size, average_gradients, state, x, y):
+    """One rank: the loss of this rank's slice of the batch, backward, then the student's
+    ``average_gradients``; returns the gradients (None where a parameter has none)."""
     model = _WithUnused()
     model.load_state_dict(state)
     per_rank = len(x) // world_size
@@ -75,6 +89,23 @@ def _rank_gradients(rank, world_size, average_gradients, state, x, y):
     F.mse_loss(model(x[part]), y[part]).backward()
     average_gradients(model)
     return {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _probe_average_gradients(average_gradients, world_size: int, state, x, y) -> dict:
+    """Probe: start ``world_size`` gloo ranks from the student's process, each calling the
+    student's function after the backward of its slice of ``(x, y)``; hand back each rank's
+    gradients, or the launcher's report of a failed rank. Ranks are forked where that is safe
+    and spawned elsewhere, the function then rebuilt from its notebook source
+    (:func:`grader.distributed.run_ranks`)."""
+    try:
+        results = run_ranks(
+            _rank_gradients, world_size, average_gradients, state, x, y, timeout_s=120
+        )
+    except Exception as exc:  # noqa: BLE001 - a rank failed, or the function could not be sent
+        return {
+            "failed": str(exc) if isinstance(exc, RanksFailed) else f"{type(exc).__name__}: {exc}"
+        }
+    return {"gradients": results}
 
 
 def _full_batch_gradients(state, x, y) -> dict:
@@ -89,19 +120,22 @@ def _compare_gradients(average_gradients, world_size: int, seed: int) -> None:
     state = _WithUnused().state_dict()
     x, y = _grad_data(seed, 8 * world_size)
     expected = _full_batch_gradients(state, x, y)
-    results = _ranks_or_fail(
-        f"average_gradients in {world_size} gloo processes",
-        _rank_gradients,
-        world_size,
-        average_gradients,
-        state,
-        x,
-        y,
-        timeout_s=60,
+    seen = average_gradients.probe(_probe_average_gradients, world_size, state, x, y)
+    if "failed" in seen:
+        _ranks_failed(
+            f"average_gradients in {world_size} gloo processes", seen["failed"], "average_gradients"
+        )
+    results = seen["gradients"]
+    require(
+        isinstance(results, list) and len(results) == world_size,
+        f"results of {world_size} ranks",
+        yours=type(results).__name__,
+        expected=f"{world_size} dicts of gradients",
+        cause="the ranks did not finish",
     )
     for rank, grads in enumerate(results):
         for name, want in expected.items():
-            got = grads[name]
+            got = grads.get(name)
             if want is None:
                 require(
                     got is None or not got.any(),
@@ -112,7 +146,11 @@ def _compare_gradients(average_gradients, world_size: int, seed: int) -> None:
                 )
                 continue
             ratio = (got.norm() / want.norm()).item() if got is not None else float("nan")
-            if got is None or not torch.allclose(got, want, atol=1e-6, rtol=1e-4):
+            if (
+                got is None
+                or got.shape != want.shape
+                or not torch.allclose(got, want, atol=1e-6, rtol=1e-4)
+            ):
                 if got is not None and math.isclose(ratio, world_size, rel_tol=1e-3):
                     cause = f"divide the all-reduced sum by the world size ({world_size})"
                 else:
@@ -136,12 +174,14 @@ def check_average_gradients(average_gradients) -> None:
     Raises:
         CheckFailed: a rank's gradients differ, or a rank raised.
     """
+    average_gradients = student(average_gradients, "average_gradients")
     _compare_gradients(average_gradients, world_size=2, seed=0)
     passed("average_gradients: every rank holds the full-batch gradient (2 gloo processes)")
 
 
 def check_average_gradients_hidden(average_gradients) -> None:
     """Three gloo processes, another model state and batch."""
+    average_gradients = student(average_gradients, "average_gradients")
     _compare_gradients(average_gradients, world_size=3, seed=1)
     passed("average_gradients agrees with full-batch gradients for 3 processes")
 
@@ -201,12 +241,15 @@ _SHARD_CONFIGS = [
 
 
 def _check_shards(shard_indices, configs) -> None:
+    calls = [((), dict(config)) for config in configs]
+    records = shard_indices.probe(attempt_all, calls)  # one request for every configuration
+    answers = Recorded("shard_indices", calls, records)
     for config in configs:
-        got = call_student(shard_indices, **{**config}, name="shard_indices")
+        got = call_student(answers, **config, name="shard_indices")
         args = dict(config)
         n, rank, ws = args.pop("num_samples"), args.pop("rank"), args.pop("world_size")
         expected = sampler_indices(n, rank, ws, **args)
-        if got != expected:
+        if not isinstance(got, list) or got != expected:
             fail(
                 f"shard_indices({n}, {rank}, {ws}, "
                 + ", ".join(f"{k}={v}" for k, v in args.items())
@@ -224,12 +267,14 @@ def check_shard_indices(shard_indices) -> None:
     Raises:
         CheckFailed: a rank's indices differ from the sampler's.
     """
+    shard_indices = student(shard_indices, "shard_indices")
     _check_shards(shard_indices, _SHARD_CONFIGS)
     passed("shard_indices gives exactly DistributedSampler's indices (16 configurations)")
 
 
 def check_shard_indices_hidden(shard_indices) -> None:
     """Compare with ``DistributedSampler`` on every small configuration."""
+    shard_indices = student(shard_indices, "shard_indices")
     configs = [
         dict(num_samples=n, rank=r, world_size=ws, shuffle=s, seed=seed, epoch=e, drop_last=d)
         for n, ws in itertools.product((1, 2, 7, 16, 33), (1, 2, 4, 5))
@@ -243,6 +288,31 @@ def check_shard_indices_hidden(shard_indices) -> None:
 
 
 # --------------------------------------------------------------------------- ddp_train
+#: Training settings the checks and the notebook's demo use (per-rank batch size).
+DDP_SETTINGS = {"epochs": 3, "batch_size": 4, "lr": 0.1}
+
+
+def ddp_data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The regression data set of ``ddp_train``: 48 samples, x of shape (48, 8), y (48, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(48, 8, generator=g)
+    y = (x @ torch.randn(8, 1, generator=g)).tanh() + 0.1 * torch.randn(48, 1, generator=g)
+    return x, y
+
+
+def _write_config(folder: Path, x, y, seed: int, init_method: str | None) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save((x, y), folder / "data.pt")
+    return {
+        "backend": "gloo",
+        "init_method": init_method or (folder / "store").resolve().as_uri(),
+        "data": str(folder / "data.pt"),
+        **DDP_SETTINGS,
+        "seed": seed,
+        "out": str(folder / "model.pt"),
+    }
+
+
 def ddp_config(folder: str | Path, *, init_method: str | None = None, seed: int = 0) -> dict:
     """A training configuration for ``ddp_train``, its data written to ``folder``.
 
@@ -255,33 +325,27 @@ def ddp_config(folder: str | Path, *, init_method: str | None = None, seed: int 
         ``{"backend", "init_method", "data", "epochs", "batch_size", "lr", "seed", "out"}``:
         per-rank ``batch_size``; rank 0 saves the trained ``state_dict`` to ``out``.
     """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(48, 8, generator=g)
-    y = (x @ torch.randn(8, 1, generator=g)).tanh() + 0.1 * torch.randn(48, 1, generator=g)
-    torch.save((x, y), folder / "data.pt")
-    return {
-        "backend": "gloo",
-        "init_method": init_method or (folder / "store").resolve().as_uri(),
-        "data": str(folder / "data.pt"),
-        "epochs": 3,
-        "batch_size": 4,
-        "lr": 0.1,
-        "seed": seed,
-        "out": str(folder / "model.pt"),
-    }
+    x, y = ddp_data(seed)
+    return _write_config(Path(folder), x, y, seed, init_method)
 
 
-def single_process_training(make_model, config: dict, world_size: int) -> dict:
+def single_process_training(make_model, x, y, config: dict, world_size: int) -> dict:
     """What DDP training with ``world_size`` ranks must equal: one process, global batches of
     ``world_size * batch_size`` taken in the order of ``DistributedSampler``'s permutation.
 
     With the sampler's strided split, the union of the ranks' k-th batches is the k-th
     contiguous block of the epoch's permutation (``randperm`` seeded ``seed + epoch``), and
     DDP's averaged gradient is the gradient of the mean loss over that block.
+
+    Args:
+        make_model: Builds the model (called after ``torch.manual_seed(config["seed"])``).
+        x, y: The data set.
+        config: ``epochs``, ``batch_size`` (per rank), ``lr``, ``seed``.
+        world_size: Number of ranks being matched.
+
+    Returns:
+        The trained ``state_dict``.
     """
-    x, y = torch.load(config["data"])
     torch.manual_seed(config["seed"])
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
@@ -297,64 +361,118 @@ def single_process_training(make_model, config: dict, world_size: int) -> dict:
     return model.state_dict()
 
 
-def _launch_or_fail(launch, what: str) -> None:
-    """Run ``launch()``; turn a failed launch into a teaching failure (an unsolved stub stays
-    NotImplementedError). The launchers end a rank that returned with ``os._exit``, so a
-    PyTorch abort at interpreter shutdown is never blamed on the student
-    (:mod:`grader.distributed`, "No abort at exit")."""
-    try:
-        launch()
-    except RanksFailed as exc:
-        _raise_if_unsolved(exc)
+def _probe_ddp_train(script: str, launcher: str, world_size: int, x, y, seed: int) -> dict:
+    """Probe (no student object): launch ``ddp_train`` of the script the notebook wrote, from
+    the student's process, in ``world_size`` gloo processes (``launcher``: ``"spawn"`` or
+    ``"torchrun"``) on the data ``(x, y)``; hand back what rank 0 saved (as tensors) or what
+    went wrong, as text."""
+    with tempfile.TemporaryDirectory(prefix="ddp-check-") as tmp:
+        folder = Path(tmp)
+        try:
+            if launcher == "torchrun":
+                config = _write_config(folder, x, y, seed, "env://")
+                config_file = folder / "config.json"
+                config_file.write_text(json.dumps(config))
+                run_torchrun(script, world_size, str(config_file), timeout_s=180)
+            else:
+                config = _write_config(folder, x, y, seed, None)
+                spawn_script(script, world_size, config, timeout_s=120)
+        except RanksFailed as exc:
+            return {"failed": str(exc)}
+        except FileNotFoundError as exc:
+            return {"no_script": str(exc)}
+        out = Path(config["out"])
+        if not out.is_file():
+            return {"saved": None}
+        try:
+            state = torch.load(out, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - what was saved is not a state_dict
+            return {"saved": f"a file torch.load(weights_only=True) cannot read ({exc})"[:300]}
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        return {"saved": f"a {type(state).__name__}, not a state_dict of tensors"}
+    return {"state": {k: v.detach().cpu().clone() for k, v in state.items()}}
+
+
+_DDP_CAUSE = (
+    "use DistributedSampler(dataset, num_replicas=world_size, rank=rank, seed=config['seed']) "
+    "and call sampler.set_epoch(epoch) at the start of every epoch; build the model after "
+    "torch.manual_seed(config['seed'])"
+)
+
+
+def _check_trained(script: str, launcher: str, seed: int) -> None:
+    world_size = 2
+    how = "mp.spawn" if launcher == "spawn" else "torchrun"
+    x, y = ddp_data(seed)
+    seen = run(_probe_ddp_train, script, launcher, world_size, x, y, seed)
+    what = (
+        "ddp_train launched with torch.multiprocessing (spawn)"
+        if launcher == "spawn"
+        else "ddp_script.py launched with torchrun"
+    )
+    if "no_script" in seen:
+        fail(what, yours=seen["no_script"], expected=script, cause="run the %%writefile cell first")
+    if "failed" in seen:
+        _raise_if_unsolved(seen["failed"], "ddp_train")
         fail(
             what,
-            yours=str(exc)[-2000:],
+            yours=seen["failed"][-2000:],
             expected="both ranks train and exit cleanly",
             cause="read the rank's traceback above",
         )
-    except FileNotFoundError as exc:
-        fail(what, yours=str(exc), expected="ddp_script.py", cause="run the %%writefile cell first")
-
-
-def _compare_trained(script: str, config: dict, world_size: int, how: str) -> None:
-    module = load_script(script)
-    expected = single_process_training(module.make_model, config, world_size)
-    out = Path(config["out"])
     require(
-        out.is_file(),
+        "state" in seen,
         f"ddp_train ({how}) must save rank 0's trained state_dict to config['out']",
-        yours="no file written",
-        expected=str(out),
-        cause="on rank 0: torch.save(model.module.state_dict(), config['out'])",
+        yours=seen.get("saved") or "no file written",
+        expected="torch.save(model.state_dict(), config['out'])",
+        cause="on rank 0: torch.save(model.state_dict(), config['out']) with the model you "
+        "wrapped in DDP (or ddp_model.module.state_dict())",
     )
-    got = torch.load(out)
-    worst = max((got[k] - expected[k]).abs().max().item() for k in expected)
+    got = seen["state"]
+    config = {**DDP_SETTINGS, "seed": seed}
+    expected = single_process_training(reference(ASSIGNMENT).make_model, x, y, config, world_size)
+    if set(got) != set(expected):
+        prefixed = {k.removeprefix("module.") for k in got} == set(expected)
+        fail(
+            f"keys of the state_dict rank 0 saved ({how})",
+            yours=sorted(got)[:6],
+            expected=sorted(expected),
+            cause="save the wrapped model's weights, model.state_dict() or "
+            "ddp_model.module.state_dict(): the DDP wrapper's own state_dict prefixes every key "
+            "with 'module.', so make_model() could not load it"
+            if prefixed
+            else "train make_model() as given and save its state_dict",
+        )
+    shapes = {k: (tuple(got[k].shape), tuple(v.shape)) for k, v in expected.items()}
+    require(
+        all(a == b for a, b in shapes.values()),
+        f"shapes of the saved parameters ({how})",
+        yours={k: a for k, (a, b) in shapes.items()},
+        expected={k: b for k, (a, b) in shapes.items()},
+        cause="train make_model() as given",
+    )
+    worst = max((got[k].float() - expected[k]).abs().max().item() for k in expected)
     require(
         worst <= 1e-5,
         f"parameters after DDP training ({how}, {world_size} gloo processes) vs single-process "
         "training on the same data: largest difference",
         yours=f"{worst:.3g}",
         expected="<= 1e-05",
-        cause="use DistributedSampler(dataset, num_replicas=world_size, rank=rank, seed=config['seed']) "
-        "and call sampler.set_epoch(epoch) at the start of every epoch; build the model after "
-        "torch.manual_seed(config['seed'])",
+        cause=_DDP_CAUSE,
     )
 
 
 def check_ddp_train(script: str = "ddp_script.py") -> None:
     """Launch ``ddp_train`` of ``script`` in 2 gloo processes with ``torch.multiprocessing``
-    (spawn) and compare the trained model with single-process training on the same data.
+    (spawn) from the student's process, and compare the trained model with single-process
+    training on the same data (computed here).
 
     Raises:
         CheckFailed: a rank failed, nothing was saved, or the model differs.
     """
-    with tempfile.TemporaryDirectory(prefix="ddp-check-") as tmp:
-        config = ddp_config(tmp, seed=1)
-        _launch_or_fail(
-            lambda: spawn_script(script, 2, config, timeout_s=120),
-            "ddp_train launched with torch.multiprocessing (spawn)",
-        )
-        _compare_trained(script, config, 2, "mp.spawn")
+    _check_trained(script, "spawn", seed=1)
     passed(
         "ddp_train (mp.spawn, 2 gloo processes) trains exactly like one process on the same data"
     )
@@ -362,15 +480,7 @@ def check_ddp_train(script: str = "ddp_script.py") -> None:
 
 def check_ddp_train_hidden(script: str = "ddp_script.py") -> None:
     """Launch the script with ``torchrun`` (its ``__main__`` block) and compare again."""
-    with tempfile.TemporaryDirectory(prefix="ddp-check-") as tmp:
-        config = ddp_config(tmp, init_method="env://", seed=2)
-        config_file = Path(tmp) / "config.json"
-        config_file.write_text(json.dumps(config))
-        _launch_or_fail(
-            lambda: run_torchrun(script, 2, str(config_file), timeout_s=180),
-            "ddp_script.py launched with torchrun",
-        )
-        _compare_trained(script, config, 2, "torchrun")
+    _check_trained(script, "torchrun", seed=2)
     passed("ddp_train under torchrun trains exactly like one process on the same data")
 
 
@@ -530,21 +640,6 @@ def best_max_stage(model: nn.Sequential, k: int) -> int:
     return int(best[k][n])
 
 
-def _stage_sizes_on(vd: VirtualDevices, split: nn.Module, devices: list[str]) -> list[int]:
-    per_device = dict.fromkeys(devices, 0)
-    for p in split.parameters():
-        d = vd.device_of(p)
-        require(
-            d in per_device,
-            "every parameter must be on one of the given devices",
-            yours=d,
-            expected=devices,
-            cause="move each stage with stage.to(device)",
-        )
-        per_device[d] += p.numel()
-    return [per_device[d] for d in devices]
-
-
 def _contiguous_sizes(model: nn.Sequential, k: int) -> set[tuple[int, ...]]:
     sizes = [sum(p.numel() for p in layer.parameters()) for layer in model]
     out = set()
@@ -554,46 +649,120 @@ def _contiguous_sizes(model: nn.Sequential, k: int) -> set[tuple[int, ...]]:
     return out
 
 
-def _check_virtual(split_model, sizes: list[int], devices: list[str], seed: int) -> None:
+def _split_call(split_model, model, devices) -> tuple[dict, object]:
+    """Call the student's ``split_model`` (inside a probe): its outcome as an attempt record,
+    and the module it returned (or None)."""
+    try:
+        split = split_model(model, list(devices))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the outcome is the record
+        return {"ok": False, "error": handover.describe(exc)}, None
+    return {"ok": True, "value": None}, split
+
+
+def _type_name(obj) -> str:
+    kind = type(obj)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
+def _probe_split_virtual(split_model, sizes: list[int], devices: list[str], seed: int) -> dict:
+    """Probe: split the test model over virtual devices (:class:`VirtualDevices`), run it on a
+    CPU input; hand back the call's outcome, the (virtual) device and size of every parameter,
+    and the output with its device, or the forward's error message."""
     model = _test_model(sizes, seed)
-    unsplit = copy.deepcopy(model)
     x = torch.randn(5, sizes[0], generator=torch.Generator().manual_seed(seed))
+    seen: dict = {}
     with VirtualDevices() as vd:
-        split = call_student(split_model, model, list(devices), name="split_model")
-        require(
-            isinstance(split, nn.Module),
-            "split_model must return an nn.Module",
-            yours=type(split).__name__,
-            expected="nn.Module",
-            cause="wrap the stages in a module whose forward runs them in order",
-        )
-        stage_sizes = _stage_sizes_on(vd, split, devices)
+        seen["call"], split = _split_call(split_model, model, devices)
+        if split is None:
+            return seen
+        seen["type"] = _type_name(split)
+        if not isinstance(split, nn.Module):
+            return seen
+        seen["parameters"] = [(vd.device_of(p), p.numel()) for p in split.parameters()]
         try:
             out = split(x)
-        except RuntimeError as exc:
-            if "same device" not in str(exc):
-                raise
+        except Exception as exc:  # noqa: BLE001 - the message is what the check reads
+            seen["forward_error"] = (
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            )
+            return seen
+        if isinstance(out, torch.Tensor):
+            seen["out_device"] = vd.device_of(out)
+    seen["out"] = out.detach().clone() if isinstance(out, torch.Tensor) else None
+    seen["out_type"] = _type_name(out)
+    return seen
+
+
+def _require_split_module(seen: dict) -> None:
+    call_student(Recorded("split_model", [((), {})], [seen["call"]]), name="split_model")
+    require(
+        seen.get("type") is not None and "parameters" in seen,
+        "split_model must return an nn.Module",
+        yours=seen.get("type"),
+        expected="nn.Module",
+        cause="wrap the stages in a module whose forward runs them in order",
+    )
+
+
+def _check_virtual(split_model, sizes: list[int], devices: list[str], seed: int) -> None:
+    seen = split_model.probe(_probe_split_virtual, sizes, list(devices), seed)
+    _require_split_module(seen)
+    per_device = dict.fromkeys(devices, 0)
+    for device, numel in seen["parameters"]:
+        require(
+            device in per_device,
+            "every parameter must be on one of the given devices",
+            yours=device,
+            expected=devices,
+            cause="move each stage with stage.to(device)",
+        )
+        per_device[device] += numel
+    stage_sizes = [per_device[d] for d in devices]
+    if "forward_error" in seen:
+        error = seen["forward_error"]
+        if "same device" in error:
             fail(
                 f"forward of the split model on devices {devices} (input on cpu)",
-                yours=f"RuntimeError: {str(exc).splitlines()[0]}",
+                yours=error,
                 expected="the input moved to each stage's device before the stage runs",
                 cause="in forward, x = x.to(device) before every stage, the first one included",
             )
-        out_device = vd.device_of(out)
+        fail(
+            f"forward of the split model on devices {devices} (input on cpu)",
+            yours=error,
+            expected="the output of the last stage",
+            cause="run each stage on its device, in order, and return the last stage's output",
+        )
+    out = seen["out"]
     require(
-        out_device == devices[-1],
+        isinstance(out, torch.Tensor),
+        f"the split model's forward on devices {devices} must return a tensor",
+        yours=seen["out_type"],
+        expected="torch.Tensor",
+        cause="return the last stage's output",
+    )
+    require(
+        seen["out_device"] == devices[-1],
         f"device of the split model's output (devices {devices})",
-        yours=out_device,
+        yours=seen["out_device"],
         expected=devices[-1],
         cause="run every stage, the last one included, on its device: move the activation "
         "even into a stage without parameters",
     )
+    unsplit = _test_model(sizes, seed)
+    x = torch.randn(5, sizes[0], generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         want = unsplit(x)
     require(
-        torch.allclose(out.detach(), want, atol=1e-6),
+        out.shape == want.shape and torch.allclose(out, want, atol=1e-6),
         f"output of the split model on {devices}",
-        yours=f"largest difference {(out.detach() - want).abs().max().item():.3g}",
+        yours=f"largest difference {(out - want).abs().max().item():.3g}"
+        if out.shape == want.shape
+        else f"shape {tuple(out.shape)}",
         expected="equal to the unsplit model",
         cause="keep every layer, in order, exactly once",
     )
@@ -616,38 +785,110 @@ def _check_virtual(split_model, sizes: list[int], devices: list[str], seed: int)
     )
 
 
-def _check_real(split_model, sizes, devices, seed, tol=1e-6) -> None:
+@contextlib.contextmanager
+def _exact_fp32_matmuls():
+    """Full-precision float32 matmuls on CUDA (no TF32) inside the block, with PyTorch's
+    current API (torch 2.9+); the previous setting is restored."""
+    matmul = torch.backends.cuda.matmul
+    saved = matmul.fp32_precision
+    matmul.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = saved
+
+
+def _real_input(sizes: list[int], seed: int) -> torch.Tensor:
+    return torch.randn(6, sizes[0], generator=torch.Generator().manual_seed(seed))
+
+
+def _probe_split_real(split_model, sizes: list[int], devices: list[str], seed: int) -> dict:
+    """Probe: split the test model over real devices, run forward and backward of
+    ``out.square().sum()``; hand back the output (on the CPU) and its device, the input's
+    gradient and every parameter's gradient in ``.parameters()`` order."""
     model = _test_model(sizes, seed)
-    unsplit = copy.deepcopy(model)
-    split = call_student(split_model, model, list(devices), name="split_model")
-    x = torch.randn(6, sizes[0], generator=torch.Generator().manual_seed(seed))
-    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out = split(xa)
-    want = unsplit(xb)
+    context = (
+        _exact_fp32_matmuls() if any("cuda" in d for d in devices) else contextlib.nullcontext()
+    )
+    seen: dict = {}
+    with context:
+        seen["call"], split = _split_call(split_model, model, devices)
+        if split is None:
+            return seen
+        seen["type"] = _type_name(split)
+        if not isinstance(split, nn.Module):
+            return seen
+        seen["parameters"] = [(str(p.device), p.numel()) for p in split.parameters()]
+        xa = _real_input(sizes, seed).requires_grad_()
+        try:
+            out = split(xa)
+            if not isinstance(out, torch.Tensor):
+                seen["out_type"] = _type_name(out)
+                return seen
+            seen["out_device"] = str(out.device)
+            seen["out"] = out.detach().cpu().clone()
+            out.square().sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            seen["forward_error"] = (
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            )
+            return seen
+        seen["x_grad"] = None if xa.grad is None else xa.grad.detach().cpu().clone()
+        seen["grads"] = [
+            None if p.grad is None else p.grad.detach().cpu().clone() for p in split.parameters()
+        ]
+    return seen
+
+
+def _check_real(split_model, sizes, devices, seed, tol=1e-6) -> None:
+    seen = split_model.probe(_probe_split_real, sizes, list(devices), seed)
+    _require_split_module(seen)
+    if "forward_error" in seen:
+        fail(
+            f"forward and backward of the split model on {devices}",
+            yours=seen["forward_error"],
+            expected="the output of the last stage, and gradients",
+            cause="move the input to each stage's device with .to(device) (differentiable)",
+        )
     require(
-        out.device == torch.device(devices[-1]),
+        "out" in seen,
+        f"the split model's forward on {devices} must return a tensor",
+        yours=seen.get("out_type"),
+        expected="torch.Tensor",
+        cause="return the last stage's output",
+    )
+    unsplit = _test_model(sizes, seed)
+    xb = _real_input(sizes, seed).requires_grad_()
+    want = unsplit(xb)
+    want.square().sum().backward()
+    out = seen["out"]
+    require(
+        torch.device(seen["out_device"]) == torch.device(devices[-1]),
         f"output device on {devices}",
-        yours=out.device,
+        yours=seen["out_device"],
         expected=devices[-1],
         cause="the last stage runs on the last device",
     )
     require(
-        torch.allclose(out.detach().cpu(), want.detach(), atol=tol, rtol=1e-4),
+        out.shape == want.shape and torch.allclose(out, want.detach(), atol=tol, rtol=1e-4),
         f"output of the split model on {devices}",
-        yours=f"largest difference {(out.detach().cpu() - want.detach()).abs().max().item():.3g}",
+        yours=f"largest difference {(out - want.detach()).abs().max().item():.3g}"
+        if out.shape == want.shape
+        else f"shape {tuple(out.shape)}",
         expected="equal to the unsplit model",
         cause="keep every layer, in order, exactly once",
     )
-    out.square().sum().backward()
-    want.square().sum().backward()
+    x_grad = seen["x_grad"]
     require(
-        torch.allclose(xa.grad, xb.grad, atol=tol, rtol=1e-4),
+        x_grad is not None and torch.allclose(x_grad, xb.grad, atol=tol, rtol=1e-4),
         f"gradient with respect to the input, split on {devices}",
-        yours=f"largest difference {(xa.grad - xb.grad).abs().max().item():.3g}",
+        yours="None"
+        if x_grad is None
+        else f"largest difference {(x_grad - xb.grad).abs().max().item():.3g}",
         expected="equal to the unsplit model's",
         cause="move activations with .to(device) (differentiable), never detach them",
     )
-    mine, theirs = list(split.parameters()), list(unsplit.parameters())
+    mine, theirs = seen["grads"], list(unsplit.parameters())
     require(
         len(mine) == len(theirs),
         "number of parameter tensors of the split model",
@@ -655,11 +896,13 @@ def _check_real(split_model, sizes, devices, seed, tol=1e-6) -> None:
         expected=len(theirs),
         cause="keep every layer exactly once",
     )
-    for i, (p, q) in enumerate(zip(mine, theirs)):
+    for i, (g, q) in enumerate(zip(mine, theirs)):
         require(
-            p.grad is not None and torch.allclose(p.grad.cpu(), q.grad, atol=tol, rtol=1e-4),
+            g is not None
+            and g.shape == q.grad.shape
+            and torch.allclose(g, q.grad, atol=tol, rtol=1e-4),
             f"gradient of parameter {i} (in .parameters() order) after backward",
-            yours="None" if p.grad is None else f"norm {p.grad.norm().item():.6f}",
+            yours="None" if g is None else f"norm {g.norm().item():.6f}",
             expected=f"norm {q.grad.norm().item():.6f}",
             cause="register the stages in order (nn.ModuleList) and keep the layers' parameters",
         )
@@ -673,6 +916,7 @@ def check_split_model(split_model) -> None:
         CheckFailed: input not moved, unbalanced or non-contiguous stages, output on the
             wrong device, or output/gradients different from the unsplit model.
     """
+    split_model = student(split_model, "split_model")
     _check_virtual(split_model, [16, 64, 8, 128, 8], ["cuda:0", "cuda:1"], seed=0)
     _check_virtual(split_model, [32, 8, 8, 8, 64, 4], ["cuda:0", "cuda:1", "cuda:2"], seed=1)
     _check_real(split_model, [16, 64, 8, 128, 8], ["cpu", "cpu"], seed=2)
@@ -683,6 +927,7 @@ def check_split_model(split_model) -> None:
 
 def check_split_model_hidden(split_model) -> None:
     """More shapes: a trailing parameter-free layer, more devices, layers of equal size."""
+    split_model = student(split_model, "split_model")
     _check_virtual(split_model, [8, 8, 8, 8, 8], ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], seed=3)
     model_sizes = [64, 4, 64, 4, 64]
     _check_virtual(split_model, model_sizes, ["cuda:1", "cuda:0"], seed=4)
@@ -691,13 +936,10 @@ def check_split_model_hidden(split_model) -> None:
 
 
 def check_split_model_cuda(split_model) -> None:
-    """On a GPU: ``["cuda:0", "cpu"]``, output and gradients as the unsplit model."""
+    """On a GPU: ``["cuda:0", "cpu"]``, output and gradients as the unsplit model (computed
+    here on the CPU; the student's process runs its CUDA matmuls in full float32)."""
     if not cuda_or_not_checked('split_model on ["cuda:0", "cpu"]'):
         return
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        _check_real(split_model, [16, 64, 8, 128, 8], ["cuda:0", "cpu"], seed=6, tol=1e-5)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
+    split_model = student(split_model, "split_model")
+    _check_real(split_model, [16, 64, 8, 128, 8], ["cuda:0", "cpu"], seed=6, tol=1e-5)
     passed('split_model on ["cuda:0", "cpu"] matches the unsplit model')

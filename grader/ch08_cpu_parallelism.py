@@ -6,6 +6,13 @@ start and end times), in which order results come back, which worker produced wh
 number. The one speed check (:func:`check_loader_speedup`) uses a dataset that *sleeps*
 (I/O-bound, so it needs no free cores) and compares the student's ratio with the
 reference's measured in the same run.
+
+The checks reach the student's code through :mod:`grader.remote`: the ``_probe_*`` functions run
+the student's function in the student's process (the pools, the DataLoader workers and the
+timing happen there, with the module-level tasks and datasets below, which any worker can
+unpickle) and hand back what they observed as plain data: results, process and thread ids,
+start and end times, the numbers each worker drew, the measured ratio. Every verdict, and the
+reference's measurement, is made here.
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from .common import call_student, expect_raises, fail, passed, require
+from . import handover
+from .common import call_student, fail, not_attempted, passed, require
 from .course import reference
+from .remote import Recorded, attempt, outcome, student
 
 ASSIGNMENT = "08_cpu_parallelism"
+#: The test cells' checks run in the grading process under autograde (grader.judge).
+JUDGED_IN_GRADER = True
 
 
 # --------------------------------------------------------------------------- parallel_map
@@ -69,14 +80,33 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
-def _map(parallel_map, fn, items, workers, backend):
-    return call_student(
-        parallel_map, fn, items, workers=workers, backend=backend, name="parallel_map"
+def _probe_parallel_map(parallel_map, fn, items, workers: int, backend: str) -> dict:
+    """Probe: one call of the student's ``parallel_map`` (its outcome as an attempt record) and
+    the id of the process it ran in."""
+    return {
+        "record": attempt(parallel_map, fn, items, workers=workers, backend=backend),
+        "pid": os.getpid(),
+    }
+
+
+def _call_label(fn, items, workers: int, backend: str) -> str:
+    shown = f"range({len(items)})" if isinstance(items, range) else "items"
+    return f"parallel_map({fn.__name__}, {shown}, workers={workers}, backend={backend!r})"
+
+
+def _map(parallel_map, fn, items, workers, backend) -> tuple:
+    """The student's result for one call (raises CheckFailed for an exception), and the id of
+    the student's process."""
+    seen = parallel_map.probe(_probe_parallel_map, fn, items, workers, backend)
+    got = call_student(
+        Recorded("parallel_map", [((), {})], [seen["record"]]),
+        name=_call_label(fn, items, workers, backend),
     )
+    return got, seen["pid"]
 
 
 def _check_values(parallel_map, backend: str, n: int, workers: int) -> None:
-    got = _map(parallel_map, square, range(n), workers, backend)
+    got, _ = _map(parallel_map, square, range(n), workers, backend)
     expected = [i * i for i in range(n)]
     require(
         isinstance(got, list) and got == expected,
@@ -91,11 +121,13 @@ def _check_order_and_concurrency(parallel_map, backend: str, workers: int) -> No
     # The first items sleep longest, so they finish last: completion order is reversed.
     durations = [0.45, 0.35, 0.25, 0.15, 0.05, 0.0]
     items = list(enumerate(durations))
-    got = _map(parallel_map, timed_sleep, items, workers, backend)
+    got, pid = _map(parallel_map, timed_sleep, items, workers, backend)
     require(
-        isinstance(got, list) and len(got) == len(items),
+        isinstance(got, list)
+        and len(got) == len(items)
+        and all(isinstance(r, tuple) and len(r) == 5 for r in got),
         f"parallel_map over {len(items)} items must return {len(items)} results",
-        yours=None if got is None else f"{type(got).__name__} of {len(got)}",
+        yours=f"{type(got).__name__} of {len(got)}" if isinstance(got, (list, tuple)) else got,
         expected=f"list of {len(items)}",
         cause="collect one result per item",
     )
@@ -111,18 +143,18 @@ def _check_order_and_concurrency(parallel_map, backend: str, workers: int) -> No
     pids = {r[1] for r in got}
     if backend == "process":
         require(
-            os.getpid() not in pids,
+            pid not in pids,
             "backend='process' must run fn in other processes",
-            yours=f"pids {sorted(pids)} (this process is {os.getpid()})",
-            expected="pids other than this process's",
+            yours=f"pids {sorted(pids)} (the calling process is {pid})",
+            expected="pids other than the calling process's",
             cause="use concurrent.futures.ProcessPoolExecutor (or multiprocessing.Pool)",
         )
     else:
         require(
-            pids == {os.getpid()},
-            "backend='thread' must run fn in threads of this process",
-            yours=f"pids {sorted(pids)} (this process is {os.getpid()})",
-            expected=f"only {os.getpid()}",
+            pids == {pid},
+            "backend='thread' must run fn in threads of the calling process",
+            yours=f"pids {sorted(pids)} (the calling process is {pid})",
+            expected=f"only {pid}",
             cause="use concurrent.futures.ThreadPoolExecutor for backend='thread'",
         )
     overlap = max_overlap([(r[3], r[4]) for r in got])
@@ -139,20 +171,48 @@ def _check_order_and_concurrency(parallel_map, backend: str, workers: int) -> No
     )
 
 
+#: How the checks' own exception class is named in a handed-over exception.
+_WORKER_ERROR = f"{WorkerError.__module__}.{WorkerError.__qualname__}"
+
+
+def _raised(record: dict, label: str):
+    """The exception a recorded call raised (rebuilt), None when it returned; a stub's bare
+    NotImplementedError is reported as not attempted."""
+    try:
+        outcome(record)
+    except NotImplementedError as exc:
+        if not exc.args:
+            raise not_attempted(label) from None
+        return exc
+    except Exception as exc:  # noqa: BLE001 - the exception is what the check looks at
+        return exc
+    return None
+
+
 def _check_exception(parallel_map, backend: str) -> None:
     what = (
         f"parallel_map(fn, range(6), workers=2, backend={backend!r}) where fn(3) raises WorkerError"
     )
-    exc = expect_raises(
-        WorkerError,
-        parallel_map,
-        fail_on_three,
-        range(6),
-        workers=2,
-        backend=backend,
-        what=what,
-        cause="let the worker's exception reach the caller: future.result() and executor.map "
-        "re-raise it with its original type; do not catch it or wrap it in another type",
+    cause = (
+        "let the worker's exception reach the caller: future.result() and executor.map "
+        "re-raise it with its original type; do not catch it or wrap it in another type"
+    )
+    seen = parallel_map.probe(_probe_parallel_map, fail_on_three, range(6), 2, backend)
+    exc = _raised(seen["record"], "parallel_map")
+    if exc is None:
+        fail(
+            what,
+            yours=f"returned {outcome(seen['record'])!r}",
+            expected="raises WorkerError",
+            cause=cause,
+        )
+    types = getattr(exc, "remote_types", [])
+    require(
+        _WORKER_ERROR in types,
+        what,
+        yours=f"raised {handover.exception_name(exc)}: {exc}",
+        expected="raises WorkerError",
+        cause=cause,
     )
     require(
         "item 3 is broken" in str(exc),
@@ -165,25 +225,27 @@ def _check_exception(parallel_map, backend: str) -> None:
 
 def check_parallel_map(parallel_map) -> None:
     """Both backends: values and input order (the first items finish last), where the work
-    ran (other processes / threads of this process), how many tasks ran at once (between 2
-    and ``workers``), and a worker's exception re-raised with its type; an unknown backend
-    raises ValueError.
+    ran (other processes / threads of the calling process), how many tasks ran at once
+    (between 2 and ``workers``), and a worker's exception re-raised with its type; an unknown
+    backend raises ValueError.
 
     Raises:
         CheckFailed: on the first behaviour that differs from the exercise.
     """
+    parallel_map = student(parallel_map, "parallel_map")
     for backend in ("thread", "process"):
         _check_values(parallel_map, backend, n=20, workers=3)
         _check_order_and_concurrency(parallel_map, backend, workers=3)
         _check_exception(parallel_map, backend)
-    expect_raises(
-        ValueError,
-        parallel_map,
-        square,
-        [1, 2],
-        workers=2,
-        backend="gpu",
-        what="parallel_map(..., backend='gpu')",
+    seen = parallel_map.probe(_probe_parallel_map, square, [1, 2], 2, "gpu")
+    exc = _raised(seen["record"], "parallel_map")
+    require(
+        isinstance(exc, ValueError),
+        "parallel_map(..., backend='gpu') must raise ValueError",
+        yours="returned normally"
+        if exc is None
+        else f"raised {handover.exception_name(exc)}: {exc}",
+        expected="raises ValueError",
         cause="raise ValueError for a backend other than 'process' or 'thread'",
     )
     passed("parallel_map keeps input order, runs up to `workers` tasks at once, re-raises errors")
@@ -191,8 +253,9 @@ def check_parallel_map(parallel_map) -> None:
 
 def check_parallel_map_hidden(parallel_map) -> None:
     """Empty input, one worker, an iterator as input, many items, ``None`` results."""
+    parallel_map = student(parallel_map, "parallel_map")
     for backend in ("thread", "process"):
-        got = _map(parallel_map, square, [], 2, backend)
+        got, _ = _map(parallel_map, square, [], 2, backend)
         require(
             got == [],
             f"parallel_map over no items ({backend})",
@@ -201,7 +264,7 @@ def check_parallel_map_hidden(parallel_map) -> None:
             cause="return an empty list",
         )
         _check_values(parallel_map, backend, n=150, workers=4)
-        got = _map(parallel_map, square, iter(range(7)), 2, backend)
+        got, _ = _map(parallel_map, square, iter(range(7)), 2, backend)
         require(
             got == [i * i for i in range(7)],
             f"parallel_map over an iterator (backend={backend!r})",
@@ -209,7 +272,7 @@ def check_parallel_map_hidden(parallel_map) -> None:
             expected=[i * i for i in range(7)],
             cause="items may be any iterable: consume it once (list(items))",
         )
-        got = _map(parallel_map, print_nothing, range(3), 1, backend)
+        got, _ = _map(parallel_map, print_nothing, range(3), 1, backend)
         require(
             got == [None] * 3,
             f"fn returning None ({backend})",
@@ -287,22 +350,35 @@ def _worker_numbers(worker_init_fn, loader_seed: int, workers: int, n: int) -> d
     return out
 
 
-def _numbers(seed_worker, loader_seed: int, workers: int) -> dict:
-    try:
-        return noisy_numbers(seed_worker, loader_seed=loader_seed, workers=workers)
-    except RuntimeError as exc:  # DataLoader reports a worker's exception as RuntimeError-ish
-        if "NotImplementedError" in str(exc) and "raise NotImplementedError()" in str(exc):
-            raise NotImplementedError() from None
+def _probe_seed_worker(seed_worker, loader_seeds: list[int], workers: int) -> list:
+    """Probe: the numbers each DataLoader worker draws with ``worker_init_fn=seed_worker``, one
+    run per loader seed; a run that fails hands back the DataLoader's report as text."""
+    runs = []
+    for seed in loader_seeds:
+        try:
+            runs.append({"numbers": noisy_numbers(seed_worker, loader_seed=seed, workers=workers)})
+        except Exception as exc:  # noqa: BLE001 - DataLoader reports a worker's error
+            runs.append({"error": f"{type(exc).__name__}: {exc}"})
+    return runs
+
+
+def _numbers(run: dict) -> dict:
+    if "error" in run:
+        text = run["error"]
+        if "NotImplementedError" in text and "raise NotImplementedError()" in text:
+            raise not_attempted("seed_worker")
         fail(
             "a DataLoader with worker_init_fn=seed_worker",
-            yours=str(exc).strip().splitlines()[-1][:300],
+            yours=text.strip().splitlines()[-1][:300],
             expected="every worker starts",
             cause="seed_worker runs inside each worker: use torch.utils.data.get_worker_info()",
         )
+    return run["numbers"]
 
 
 def _check_seed_worker(seed_worker, workers: int, seeds: tuple[int, int]) -> None:
-    first = _numbers(seed_worker, seeds[0], workers)
+    runs = seed_worker.probe(_probe_seed_worker, [seeds[0], seeds[0], seeds[1]], workers)
+    first = _numbers(runs[0])
     streams = [tuple(first.get(w, [])) for w in range(workers)]
     shared = [
         (a, b)
@@ -318,17 +394,17 @@ def _check_seed_worker(seed_worker, workers: int, seeds: tuple[int, int]) -> Non
         "get_worker_info().dataset.rng with np.random.default_rng(get_worker_info().seed) "
         "(seeding NumPy's global np.random does not touch the dataset's own Generator)",
     )
-    again = _numbers(seed_worker, seeds[0], workers)
+    again = _numbers(runs[1])
     require(
         again == first,
         f"two runs of the loader with the same generator seed ({seeds[0]})",
-        yours=f"worker 0 drew {[round(v, 4) for v in first[0][:3]]} then "
+        yours=f"worker 0 drew {[round(v, 4) for v in first.get(0, [])[:3]]} then "
         f"{[round(v, 4) for v in again.get(0, [])[:3]]}",
         expected="the same numbers both times",
         cause="derive the worker's seed from the loader (get_worker_info().seed or "
         "torch.initial_seed() inside the worker), not from fresh entropy or the clock",
     )
-    other = _numbers(seed_worker, seeds[1], workers)
+    other = _numbers(runs[2])
     require(
         other != first,
         f"two runs of the loader with different generator seeds ({seeds[0]} and {seeds[1]})",
@@ -346,12 +422,14 @@ def check_seed_worker(seed_worker) -> None:
     Raises:
         CheckFailed: workers repeat each other, or the numbers are not reproducible.
     """
+    seed_worker = student(seed_worker, "seed_worker")
     _check_seed_worker(seed_worker, workers=2, seeds=(0, 1))
     passed("seed_worker: a distinct, reproducible stream per worker, new numbers per seed")
 
 
 def check_seed_worker_hidden(seed_worker) -> None:
     """Three workers, other seeds."""
+    seed_worker = student(seed_worker, "seed_worker")
     _check_seed_worker(seed_worker, workers=3, seeds=(7, 123))
     passed("seed_worker gives 3 workers distinct, reproducible streams")
 
@@ -378,14 +456,46 @@ class SleepyDataset(Dataset):
         return torch.tensor(index)
 
 
-def _speedup(loader_speedup, dataset, batch_size: int, workers: int, label: str) -> float:
-    value = call_student(loader_speedup, dataset, batch_size, workers, name=label)
+def number_attempt(fn, *args, **kwargs) -> dict:
+    """:func:`grader.remote.attempt` for a function that returns a number (inside a probe): a
+    subclass of ``float`` or ``int`` (NumPy's ``float64``, say) is handed back as a plain
+    ``float``, with its type's name in ``"type"``; anything else as :func:`attempt` does."""
+    try:
+        value = fn(*args, **kwargs)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the outcome is the record
+        return {"ok": False, "error": handover.describe(exc)}
+    kind = type(value)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"ok": True, "value": float(value), "type": name}
+    return {"ok": True, "value": None, "type": name, "repr": " ".join(repr(value).split())[:80]}
+
+
+def _probe_loader_speedup(loader_speedup, n: int, ms: float, batch_size: int, workers: int) -> dict:
+    """Probe: the student's ``loader_speedup`` on a :class:`SleepyDataset` that logs which
+    process served each item; hands back the ratio, the logged pids and the calling pid."""
+    with tempfile.TemporaryDirectory(prefix="loader-speedup-") as tmp, warnings.catch_warnings():
+        # more workers than cores is the point here: they wait, they hardly compute
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        log = Path(tmp) / "pids.txt"
+        record = number_attempt(loader_speedup, SleepyDataset(n, ms, log), batch_size, workers)
+        pids = log.read_text().split() if log.is_file() else []
+    return {"record": record, "pids": pids, "pid": str(os.getpid())}
+
+
+def _require_ratio(record: dict, label: str, cause: str) -> float:
+    """The number a :func:`number_attempt` record holds (an exception in it fails the check)."""
+    value = call_student(Recorded(label, [((), {})], [record]), name=label)
     require(
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+        value is not None and math.isfinite(value),
         f"{label} must return a float (a ratio of throughputs)",
-        yours=f"{value!r} ({type(value).__name__})",
+        yours=f"{record.get('repr', value)!r} ({record.get('type')})",
         expected="a float such as 3.2",
-        cause="return (samples per second with `workers` workers) / (samples per second with 0)",
+        cause=cause,
     )
     return float(value)
 
@@ -393,22 +503,23 @@ def _speedup(loader_speedup, dataset, batch_size: int, workers: int, label: str)
 def _check_speedup(
     loader_speedup, n: int, ms: float, batch_size: int, workers: int, floor: float
 ) -> None:
-    with tempfile.TemporaryDirectory(prefix="loader-speedup-") as tmp, warnings.catch_warnings():
-        # more workers than cores is the point here: they wait, they hardly compute
+    seen = loader_speedup.probe(_probe_loader_speedup, n, ms, batch_size, workers)
+    mine = _require_ratio(
+        seen["record"],
+        "loader_speedup",
+        "return (samples per second with `workers` workers) / (samples per second with 0)",
+    )
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This DataLoader will create")
-        log = Path(tmp) / "pids.txt"
-        mine = _speedup(
-            loader_speedup, SleepyDataset(n, ms, log), batch_size, workers, "loader_speedup"
-        )
-        pids = log.read_text().split() if log.is_file() else []
         ref = reference(ASSIGNMENT).loader_speedup(SleepyDataset(n, ms), batch_size, workers)
-    served_by = {p for p in pids if p != str(os.getpid())}
+    pids, caller = seen["pids"], seen["pid"]
+    served_by = {p for p in pids if p != caller}
     require(
         # one pass with `workers` workers starts `workers` processes (k passes: k * workers)
-        str(os.getpid()) in pids and served_by and len(served_by) % workers == 0,
+        caller in pids and served_by and len(served_by) % workers == 0,
         f"processes that loaded the items in loader_speedup(dataset, {batch_size}, {workers})",
-        yours=f"this process: {str(os.getpid()) in pids}; worker processes: {len(served_by)}",
-        expected=f"this process (the 0-worker pass) and {workers} worker processes per pass",
+        yours=f"the calling process: {caller in pids}; worker processes: {len(served_by)}",
+        expected=f"the calling process (the 0-worker pass) and {workers} worker processes per pass",
         cause="time two full passes: DataLoader(dataset, batch_size, num_workers=0) and "
         "DataLoader(dataset, batch_size, num_workers=workers)",
     )
@@ -433,16 +544,19 @@ def _check_speedup(
 def check_loader_speedup(loader_speedup) -> None:
     """4 workers on a dataset whose items each wait 15 ms: at least 2.5x (the reference measures
     about 3.5x on a 2-core machine; on a busy machine 0.75x the reference), within 0.6x-1.7x of
-    the reference measured in the same run, with the work really spread over 4 worker processes.
+    the reference measured in the same run (here, in the grading process), with the work really
+    spread over 4 worker processes.
 
     Raises:
         CheckFailed: wrong type, too small or far from the reference, or not 4 workers.
     """
+    loader_speedup = student(loader_speedup, "loader_speedup")
     _check_speedup(loader_speedup, n=256, ms=15, batch_size=8, workers=4, floor=2.5)
     passed("loader_speedup measures the gain of 4 workers on an I/O-bound dataset")
 
 
 def check_loader_speedup_hidden(loader_speedup) -> None:
     """2 workers, another batch size."""
+    loader_speedup = student(loader_speedup, "loader_speedup")
     _check_speedup(loader_speedup, n=160, ms=10, batch_size=4, workers=2, floor=1.4)
     passed("loader_speedup agrees with the reference for 2 workers")

@@ -4,6 +4,12 @@
 outputs; ``export_model`` by loading the saved program in a **fresh Python process** that has
 no access to the model's class; ``compile_speedup`` against the reference measured in the
 same run, on a launch-bound function where compilation pays on any machine.
+
+The checks reach the student's code through :mod:`grader.remote`: ``explain`` of the student's
+function, the export and the fresh process that loads the file, and the timing of the student's
+``compile_speedup`` run in the student's process (the ``_probe_*`` functions) and hand back
+plain data (graph counts, output tensors, the measured ratio). The functions compared with
+(``normalize_scores``, the model in eval mode) and the reference's timing run here.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,10 +31,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import handover
 from .common import CheckFailed, call_student, cuda_or_not_checked, fail, passed, require
 from .course import reference
+from .remote import Recorded, attempt, student
 
 ASSIGNMENT = "09_compilation"
+#: The test cells' checks run in the grading process under autograde (grader.judge).
+JUDGED_IN_GRADER = True
 
 
 # --------------------------------------------------------------------------- branch_free
@@ -64,6 +75,31 @@ def quiet_compiler() -> Iterator[None]:
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _importable_globals(fn: Callable) -> Iterator[None]:
+    """Let dynamo import the module ``fn``'s globals name, whatever that name is.
+
+    Dynamo (torch 2.11) reads a global of an inlined function through
+    ``importlib.import_module(fn.__globals__["__name__"])``; a function defined in a namespace
+    that is not a module in ``sys.modules`` (code run with ``exec``) would fail there with
+    ModuleNotFoundError. Inside the block such a name is registered as a module holding the same
+    values; nothing is registered for a name that is already a module (``__main__`` in a
+    notebook)."""
+    namespace = getattr(fn, "__globals__", None)
+    name = namespace.get("__name__") if isinstance(namespace, dict) else None
+    if not isinstance(name, str) or name in sys.modules:
+        yield
+        return
+    module = types.ModuleType(name)
+    module.__dict__.update(namespace)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+
+
 def explain(fn: Callable, *args):
     """``torch._dynamo.explain(fn)(*args)`` from a clean dynamo cache, without log noise.
 
@@ -71,7 +107,7 @@ def explain(fn: Callable, *args):
         The ``ExplainOutput``: ``graph_count``, ``graph_break_count``, ``break_reasons``, ...
     """
     torch._dynamo.reset()
-    with quiet_compiler():
+    with quiet_compiler(), _importable_globals(fn):
         return torch._dynamo.explain(fn)(*args)
 
 
@@ -95,10 +131,38 @@ def _branch_inputs(hidden: bool) -> list[torch.Tensor]:
     return xs
 
 
+def _probe_branch_free(branch_free, xs: list) -> list:
+    """Probe: for each input, the student's output (an attempt record) and what
+    ``torch._dynamo.explain`` reports for the student's function (graph and break counts, the
+    breaks' reasons), or the error explain raised, as text."""
+    seen = []
+    for x in xs:
+        record = attempt(branch_free, x.clone())
+        try:
+            report = explain(branch_free, x.clone())
+            explained = {
+                "graph_count": int(report.graph_count),
+                "graph_break_count": int(report.graph_break_count),
+                "reasons": _reasons(report),
+            }
+        except Exception as exc:  # noqa: BLE001 - reported by the check
+            explained = {
+                "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[
+                    :300
+                ]
+            }
+        seen.append({"record": record, "explain": explained})
+    return seen
+
+
 def _check_branch_free(branch_free, hidden: bool) -> None:
-    for x in _branch_inputs(hidden):
+    xs = _branch_inputs(hidden)
+    seen = branch_free.probe(_probe_branch_free, xs)
+    for x, item in zip(xs, seen):
         label = f"branch_free on a tensor of shape {tuple(x.shape)}, max |x| = {x.abs().max().item():.3g}"
-        got = call_student(branch_free, x.clone(), name="branch_free")
+        got = call_student(
+            Recorded("branch_free", [((), {})], [item["record"]]), name="branch_free"
+        )
         want = normalize_scores(x.clone())
         require(
             isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype,
@@ -115,12 +179,20 @@ def _check_branch_free(branch_free, hidden: bool) -> None:
             cause="divide by the largest magnitude (x.abs().max()) only when it is above 1: "
             "torch.where(peak > 1, x / peak, x) or x / peak.clamp(min=1)",
         )
-        explanation = explain(branch_free, x.clone())
+        explained = item["explain"]
+        if "error" in explained:
+            fail(
+                f"{label}: torch._dynamo.explain(branch_free)",
+                yours=explained["error"],
+                expected="1 graph, 0 graph breaks",
+                cause="dynamo could not trace the function: use tensor operations only "
+                "(torch.where, clamp or torch.cond), no Python decisions on tensor values",
+            )
         require(
-            explanation.graph_count == 1 and explanation.graph_break_count == 0,
+            explained["graph_count"] == 1 and explained["graph_break_count"] == 0,
             f"{label}: torch._dynamo.explain(branch_free)",
-            yours=f"{explanation.graph_count} graph(s), {explanation.graph_break_count} graph "
-            f"break(s): {_reasons(explanation)}",
+            yours=f"{explained['graph_count']} graph(s), {explained['graph_break_count']} graph "
+            f"break(s): {explained['reasons']}",
             expected="1 graph, 0 graph breaks",
             cause="no .item() or Python `if` on a tensor value: keep the choice on the device "
             "(torch.where, clamp or torch.cond); a function dynamo skips has no graph at all",
@@ -134,12 +206,14 @@ def check_branch_free(branch_free) -> None:
     Raises:
         CheckFailed: different outputs, or a graph break.
     """
+    branch_free = student(branch_free, "branch_free")
     _check_branch_free(branch_free, hidden=False)
     passed("branch_free: one graph, no graph break, the same outputs as normalize_scores")
 
 
 def check_branch_free_hidden(branch_free) -> None:
     """More inputs: float64, 2-D, negative values dominant, largest magnitude exactly 1."""
+    branch_free = student(branch_free, "branch_free")
     _check_branch_free(branch_free, hidden=True)
     passed("branch_free agrees with normalize_scores on more shapes and dtypes")
 
@@ -249,57 +323,89 @@ def run_in_fresh_process(path: str | Path, batches: list[tuple], timeout_s: floa
 _SHAPE_REFUSED = re.compile(r"Guard failed|shape\[0\]|size\(\)\[0\]|to be equal to")
 
 
-def _check_export(export_model, kind: str, device: str, seed: int) -> None:
+def _probe_export(export_model, kind: str, device: str, seed: int) -> dict:
+    """Probe: export a model whose class no other process can import with the student's
+    function, then load the file in a fresh Python process started from here and run it on the
+    example batch (4) and on a batch of 7; hand back the call's outcome, the file's size and the
+    outputs (CPU tensors), or why loading failed, as text."""
     model = make_export_model(kind, seed=seed).to(device)
     example = export_inputs(kind, 4, seed=seed, device=device)
     other = export_inputs(kind, 7, seed=seed + 1, device=device)
     with tempfile.TemporaryDirectory(prefix="export-model-") as tmp:
         path = Path(tmp) / "model.pt2"
+        seen: dict = {"record": attempt(export_model, model, example, str(path))}
+        if not seen["record"]["ok"]:
+            return seen
+        seen["size"] = path.stat().st_size if path.is_file() else None
+        if not seen["size"]:
+            return seen
         try:
-            call_student(export_model, model, example, str(path), name="export_model")
-        except CheckFailed as exc:
-            if "pickle" not in str(exc):
-                raise
-            fail(
-                "export_model on a model whose class is defined inside a function",
-                yours=str(exc).splitlines()[0],
-                expected="a saved program that needs no class",
-                cause="torch.save(model) pickles a reference to the model's class, which "
-                "another process (or this one, for a local class) cannot find: use "
-                "torch.export.export and torch.export.save",
-            )
-        require(
-            path.is_file() and path.stat().st_size > 0,
-            "export_model must write the file at `path`",
-            yours="no file" if not path.is_file() else "an empty file",
-            expected=str(path),
-            cause="torch.export.save(exported_program, path)",
-        )
-        try:
-            got = run_in_fresh_process(path, [example, other])
+            seen["outputs"] = run_in_fresh_process(path, [example, other])
         except RuntimeError as exc:
-            fail(
-                "loading the file with torch.export.load in a fresh Python process "
-                "(which cannot import the model's class) and running it",
-                yours=str(exc),
-                expected="an ExportedProgram that runs on its own",
-                cause="torch.save(model) and state_dicts need the model's class to load; "
-                "TorchScript files are not export programs. Use program = torch.export.export("
-                "model, example_inputs, dynamic_shapes=...) and torch.export.save(program, path)"
-                if not _SHAPE_REFUSED.search(str(exc))
-                else "the program only accepts the example's batch size: export with "
-                "dynamic_shapes marking dimension 0 of every input, e.g. "
-                "{0: torch.export.Dim('batch')}",
-            )
-    model.eval()
+            seen["load_error"] = str(exc)
+    return seen
+
+
+def _check_export(export_model, kind: str, device: str, seed: int) -> None:
+    seen = export_model.probe(_probe_export, kind, device, seed)
+    try:
+        call_student(Recorded("export_model", [((), {})], [seen["record"]]), name="export_model")
+    except CheckFailed as exc:
+        if "pickle" not in str(exc):
+            raise
+        fail(
+            "export_model on a model whose class is defined inside a function",
+            yours=str(exc).splitlines()[0],
+            expected="a saved program that needs no class",
+            cause="torch.save(model) pickles a reference to the model's class, which "
+            "another process (or this one, for a local class) cannot find: use "
+            "torch.export.export and torch.export.save",
+        )
+    require(
+        bool(seen.get("size")),
+        "export_model must write the file at `path`",
+        yours="no file" if seen.get("size") is None else "an empty file",
+        expected="a .pt2 file",
+        cause="torch.export.save(exported_program, path)",
+    )
+    if "load_error" in seen:
+        error = seen["load_error"]
+        fail(
+            "loading the file with torch.export.load in a fresh Python process "
+            "(which cannot import the model's class) and running it",
+            yours=error,
+            expected="an ExportedProgram that runs on its own",
+            cause="torch.save(model) and state_dicts need the model's class to load; "
+            "TorchScript files are not export programs. Use program = torch.export.export("
+            "model, example_inputs, dynamic_shapes=...) and torch.export.save(program, path)"
+            if not _SHAPE_REFUSED.search(error)
+            else "the program only accepts the example's batch size: export with "
+            "dynamic_shapes marking dimension 0 of every input, e.g. "
+            "{0: torch.export.Dim('batch')}",
+        )
+    got = seen["outputs"]
+    model = make_export_model(kind, seed=seed).to(device).eval()
+    example = export_inputs(kind, 4, seed=seed, device=device)
+    other = export_inputs(kind, 7, seed=seed + 1, device=device)
     with torch.no_grad():
         want = [model(*example).cpu(), model(*other).cpu()]
+    # On a GPU, cuDNN may use TF32 for convolutions (its default): a looser tolerance there.
+    rtol, atol = (1e-4, 1e-5) if device == "cpu" else (1e-3, 1e-3)
+    require(
+        isinstance(got, list) and len(got) == 2 and all(isinstance(g, torch.Tensor) for g in got),
+        "outputs of the loaded program",
+        yours=type(got).__name__,
+        expected="one tensor per batch",
+        cause="export the model's forward as it is",
+    )
     for batch, g, w in zip((4, 7), got, want):
         require(
-            torch.allclose(g, w, rtol=1e-4, atol=1e-5),
+            g.shape == w.shape and torch.allclose(g, w, rtol=rtol, atol=atol),
             f"output of the loaded program on a batch of {batch} ({kind} model on {device}) vs "
             "the model in eval mode",
-            yours=f"largest difference {(g - w).abs().max().item():.3g}",
+            yours=f"largest difference {(g - w).abs().max().item():.3g}"
+            if g.shape == w.shape
+            else f"shape {tuple(g.shape)}",
             expected="the same outputs",
             cause="export for inference: call model.eval() before torch.export.export, or "
             "dropout stays random and batch norm uses the batch's statistics",
@@ -308,18 +414,21 @@ def _check_export(export_model, kind: str, device: str, seed: int) -> None:
 
 def check_export_model(export_model) -> None:
     """Export a conv net (dropout, batch norm) whose class a fresh process cannot import, load it
-    there, and compare with the model in eval mode on the example batch and on a batch of 7.
+    there (a process started from the student's), and compare with the model in eval mode
+    (computed here) on the example batch and on a batch of 7.
 
     Raises:
         CheckFailed: no file, the file does not load or run in a fresh process, a batch size
             other than the example's is refused, or the outputs differ.
     """
+    export_model = student(export_model, "export_model")
     _check_export(export_model, "conv", "cpu", seed=0)
     passed("export_model: loads in a fresh process without the class, any batch size, eval outputs")
 
 
 def check_export_model_hidden(export_model) -> None:
     """A model with two inputs (features and a mask), both with a dynamic batch dimension."""
+    export_model = student(export_model, "export_model")
     _check_export(export_model, "two_inputs", "cpu", seed=1)
     passed("export_model handles a model with two inputs")
 
@@ -328,6 +437,7 @@ def check_export_model_cuda(export_model) -> None:
     """On a GPU: export a CUDA model, load and run it on the GPU in a fresh process."""
     if not cuda_or_not_checked("export_model of a CUDA model"):
         return
+    export_model = student(export_model, "export_model")
     _check_export(export_model, "conv", "cuda", seed=2)
     passed("export_model exports a CUDA model that loads and runs on the GPU")
 
@@ -363,33 +473,61 @@ def gelu_loop(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _compile_ratio(compile_speedup, fn, x) -> tuple[float, float]:
+def number_attempt(fn, *args, **kwargs) -> dict:
+    """:func:`grader.remote.attempt` for a function that returns a number (inside a probe): a
+    subclass of ``float`` or ``int`` (NumPy's ``float64``, say) is handed back as a plain
+    ``float``, with its type's name in ``"type"``; anything else without its value."""
+    try:
+        value = fn(*args, **kwargs)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the outcome is the record
+        return {"ok": False, "error": handover.describe(exc)}
+    kind = type(value)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"ok": True, "value": float(value), "type": name}
+    return {"ok": True, "value": None, "type": name, "repr": " ".join(repr(value).split())[:80]}
+
+
+def _probe_compile_speedup(compile_speedup, fn: Callable, n: int, device: str) -> dict:
+    """Probe: the student's ``compile_speedup(fn, x)`` on ``n`` random floats on ``device``,
+    from a clean dynamo cache, in the student's process."""
+    x = torch.randn(n, device=device)
     torch._dynamo.reset()
     with quiet_compiler():
-        mine = call_student(compile_speedup, fn, x, name="compile_speedup")
+        return number_attempt(compile_speedup, fn, x)
+
+
+def _compile_ratio(compile_speedup, fn, n: int, device: str) -> tuple[float, float]:
+    record = compile_speedup.probe(_probe_compile_speedup, fn, n, device)
+    mine = call_student(Recorded("compile_speedup", [((), {})], [record]), name="compile_speedup")
     require(
-        isinstance(mine, (int, float)) and not isinstance(mine, bool) and math.isfinite(mine),
+        mine is not None and math.isfinite(mine),
         "compile_speedup must return a float (eager time / compiled time)",
-        yours=f"{mine!r} ({type(mine).__name__})",
+        yours=f"{record.get('repr', mine)} ({record.get('type')})",
         expected="a float such as 4.2",
         cause="return eager_ms / compiled_ms as a Python float",
     )
     torch._dynamo.reset()
     with quiet_compiler():
-        ref = reference(ASSIGNMENT).compile_speedup(fn, x)
+        ref = reference(ASSIGNMENT).compile_speedup(fn, torch.randn(n, device=device))
     return float(mine), ref
 
 
-def _check_speedup(compile_speedup, fn, x, label: str, attempts: int = 5) -> None:
+def _check_speedup(compile_speedup, fn, n: int, device: str, label: str, attempts: int = 5) -> None:
     # Calls of ~30 us on a shared machine: two runs of the reference differ by up to 2x, so the
     # band is 3x either way, and a pair (yours, the reference) measured during a burst of other
     # work is measured again, up to five times, after a short pause. The listed mistakes land
-    # far outside the band (ratios below 0.3) every time.
+    # far outside the band (ratios below 0.3) every time. Yours runs in your process, the
+    # reference in the grading process, one after the other on the same machine.
     tries = []
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(0.5 * attempt)
-        mine, ref = _compile_ratio(compile_speedup, fn, x)
+    for attempt_number in range(attempts):
+        if attempt_number:
+            time.sleep(0.5 * attempt_number)
+        mine, ref = _compile_ratio(compile_speedup, fn, n, device)
         tries.append(f"{mine:.2f} vs {ref:.2f}")
         if mine > 1.0 and ref / 3 <= mine <= 3 * ref:
             return
@@ -417,13 +555,15 @@ def check_compile_speedup(compile_speedup) -> None:
     Raises:
         CheckFailed: not a float, compilation timed, or far from the reference.
     """
-    _check_speedup(compile_speedup, many_small_ops, torch.randn(256), "256 floats on the CPU")
+    compile_speedup = student(compile_speedup, "compile_speedup")
+    _check_speedup(compile_speedup, many_small_ops, 256, "cpu", "256 floats on the CPU")
     passed("compile_speedup measures compiled steady state against eager")
 
 
 def check_compile_speedup_hidden(compile_speedup) -> None:
     """Another launch-bound function."""
-    _check_speedup(compile_speedup, gelu_loop, torch.randn(512), "512 floats on the CPU")
+    compile_speedup = student(compile_speedup, "compile_speedup")
+    _check_speedup(compile_speedup, gelu_loop, 512, "cpu", "512 floats on the CPU")
     passed("compile_speedup agrees with the reference on another function")
 
 
@@ -431,7 +571,6 @@ def check_compile_speedup_cuda(compile_speedup) -> None:
     """On a GPU: the same function on a CUDA tensor, where timing needs synchronization."""
     if not cuda_or_not_checked("compile_speedup on CUDA tensors"):
         return
-    _check_speedup(
-        compile_speedup, many_small_ops, torch.randn(256, device="cuda"), "256 floats on the GPU"
-    )
+    compile_speedup = student(compile_speedup, "compile_speedup")
+    _check_speedup(compile_speedup, many_small_ops, 256, "cuda", "256 floats on the GPU")
     passed("compile_speedup measures CUDA work correctly")

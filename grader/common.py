@@ -35,7 +35,11 @@ class CheckFailed(AssertionError):
     def _render_traceback_(self) -> list[str]:
         lines: list[str] = []
         cause = self.__cause__
-        if cause is not None and cause.__traceback__ is not None:
+        remote_lines = getattr(cause, "remote_traceback", None)
+        if remote_lines:  # raised by the student's code and handed over (grader.handover)
+            lines += list(remote_lines)
+            lines.append("\nThat exception, raised by your function, made the check fail:\n")
+        elif cause is not None and cause.__traceback__ is not None:
             try:
                 from IPython import get_ipython
 
@@ -49,6 +53,16 @@ class CheckFailed(AssertionError):
         lines.append(f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}")
         lines.append("(the check's message; run %tb to see the check's own code)")
         return lines
+
+
+class NotAttempted(NotImplementedError):
+    """The exercise's function still raises the ``NotImplementedError()`` of its stub.
+
+    Shown in a notebook as its one-line message, not as a traceback through the check.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;33m{type(self).__name__}\x1b[0m: {self}"]
 
 
 class NotCheckedWithoutCuda(RuntimeError):
@@ -107,34 +121,61 @@ def require(condition: bool, what: str, *, yours: Any, expected: Any, cause: str
         fail(what, yours=yours, expected=expected, cause=cause)
 
 
+def _exception_line(exc: BaseException) -> str:
+    """``ValueError: message`` for an exception of the student's (rebuilt ones included)."""
+    from .handover import exception_name
+
+    text = str(exc)
+    return f"{exception_name(exc)}: {text}" if text else exception_name(exc)
+
+
+def _handover_refused(exc: BaseException) -> bool:
+    """True when ``exc`` says a result was not plain data (grader.handover.NotData)."""
+    types = getattr(exc, "remote_types", None) or [
+        f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__
+    ]
+    return "grader.handover.NotData" in types
+
+
+def not_attempted(label: str) -> NotAttempted:
+    """The failure for an exercise whose stub is still there."""
+    return NotAttempted(
+        f"exercise not attempted yet: {label} still raises the NotImplementedError of its "
+        "stub. Write it in the exercise cell, run that cell, then run this test cell again."
+    )
+
+
 def call_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
     """Call the student's function, turning an unexpected exception into a clear failure.
 
-    The bare ``NotImplementedError()`` of an unsolved exercise passes through unchanged,
-    so it reads as such. Any other exception (including a ``NotImplementedError`` with a
-    message, raised by torch) becomes a :class:`CheckFailed` that shows the call.
+    ``fn`` is usually a :class:`grader.remote.Handle` (the call then runs where the student's
+    code lives and the result comes back as plain data); a plain callable is called here.
 
     Raises:
-        NotImplementedError: the exercise is not solved yet.
-        CheckFailed: the function raised anything else.
+        NotAttempted: the function still raises its stub's bare ``NotImplementedError()``.
+        CheckFailed: the function raised anything else (a ``NotImplementedError`` with a
+            message, raised by torch, included).
     """
     label = name or getattr(fn, "__name__", "your function")
     try:
         return fn(*args, **kwargs)
+    except NotAttempted:
+        raise
     except NotImplementedError as exc:
         if not exc.args:
-            raise
-        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        raise CheckFailed(f"{label}(...) raised {last}") from exc
+            raise not_attempted(label) from None
+        raise CheckFailed(f"{label}(...) raised {_exception_line(exc)}") from exc
     except CheckFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - every student error becomes a message
         shown = ", ".join(
             [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
         )
-        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        call = label if label.endswith(")") else f"{label}({shown})"
+        if _handover_refused(exc):
+            raise CheckFailed(f"{call}: {exc}") from None
         raise CheckFailed(
-            f"{label}({shown}) raised {last}\n"
+            f"{call} raised {_exception_line(exc)}\n"
             "  Read the traceback above this message to see which line of yours raised it."
         ) from exc
 
@@ -151,9 +192,11 @@ def expect_raises(
         value = fn(*args, **kwargs)
     except exc_type as exc:
         return exc
+    except NotAttempted:
+        raise
     except NotImplementedError as exc:
         if not exc.args:  # the unsolved exercise's stub
-            raise
+            raise not_attempted(getattr(fn, "__name__", "your function")) from None
         fail(
             what,
             yours=f"raised NotImplementedError: {exc}",
@@ -163,7 +206,7 @@ def expect_raises(
     except Exception as exc:  # noqa: BLE001
         fail(
             what,
-            yours=f"raised {type(exc).__name__}: {exc}",
+            yours=f"raised {_exception_line(exc)}",
             expected=f"raises {exc_type.__name__}",
             cause=cause,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,33 +288,44 @@ def writefile_line(source: str) -> str | None:
 
 
 @functools.cache
-def reference(assignment_id: str) -> types.SimpleNamespace:
+def reference(assignment_id: str) -> types.ModuleType:
     """The reference solution of an assignment, loaded from its source notebook.
 
-    The solution cells of ``solutions/<id>/<id>.ipynb`` are executed, in order, in a
-    fresh namespace (each solution cell imports what it uses), so the reference
-    exists once, in ``solutions/``, and hidden tests compare against it. A
-    ``%%writefile`` cell (a script) is executed as a module body: its functions are
-    defined, its ``if __name__ == "__main__":`` block does not run.
+    The solution cells of ``solutions/<id>/<id>.ipynb`` are executed, in order, in a fresh
+    module named ``reference_<id>`` (each solution cell imports what it uses), so the
+    reference exists once, in ``solutions/``, and hidden tests compare against it. The module
+    is registered in ``sys.modules``, as an imported module would be: tracers such as
+    ``torch._dynamo`` import a function's module by name (on torch 2.11 a namespace that is not
+    a real module makes ``torch.compile`` of a reference function fail). A ``%%writefile``
+    cell (a script) is executed as a module body: its functions are defined, its
+    ``if __name__ == "__main__":`` block does not run.
+
+    Only the grading side calls this (checks, hidden tests, the course's tests); the
+    student's kernel never needs it.
 
     Returns:
-        A namespace with the reference's functions and constants as attributes.
+        A module with the reference's functions and constants as attributes.
 
     Raises:
         ValueError: unknown assignment id.
         FileNotFoundError: the source notebook is missing.
     """
     check_assignment(assignment_id)
-    namespace: dict = {"__name__": f"reference_{assignment_id}"}
-    for grade_id, source in _solution_sources(source_path(assignment_id)):
-        _, body = split_writefile(source)
-        code = compile(
-            strip_solution_markers(body),
-            f"<reference {assignment_id}:{grade_id}>",
-            "exec",
-            dont_inherit=True,  # no `from __future__ import annotations` from this module
-        )
-        exec(code, namespace)  # noqa: S102 - the course's own reference solutions
-    # The functions keep `namespace` as their globals, __builtins__ included (tracers such as
-    # torch._dynamo read it), so filter a copy.
-    return types.SimpleNamespace(**{k: v for k, v in namespace.items() if k != "__builtins__"})
+    name = f"reference_{assignment_id}"
+    module = types.ModuleType(name, f"Reference solution of {assignment_id} (solutions/)")
+    module.__file__ = str(source_path(assignment_id))
+    sys.modules[name] = module
+    try:
+        for grade_id, source in _solution_sources(source_path(assignment_id)):
+            _, body = split_writefile(source)
+            code = compile(
+                strip_solution_markers(body),
+                f"<reference {assignment_id}:{grade_id}>",
+                "exec",
+                dont_inherit=True,  # no `from __future__ import annotations` from this module
+            )
+            exec(code, vars(module))  # noqa: S102 - the course's own reference solutions
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module

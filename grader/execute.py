@@ -18,7 +18,19 @@ nbgrader's behaviour for ordinary cells (an error or a timeout scores that cell 
   wrote is ever skipped, and its output says so;
 * **a memory watchdog** (:attr:`CourseExecute.memory_bytes`): the kernel's process tree is
   killed when its resident memory exceeds the limit (on the CPU the sandbox's address-space
-  limit usually turns a runaway allocation into a ``MemoryError`` first).
+  limit usually turns a runaway allocation into a ``MemoryError`` first);
+* **test cells judged in the grading process** (:attr:`CourseExecute.judge_tests`, on by
+  default): a test cell is not run in the student's kernel; :func:`grader.judge.judge_cell`
+  runs its checks here and reaches the student's functions through :class:`KernelChannel`,
+  which runs each request in the kernel as a hidden execution and reads back plain data. The
+  cell's outputs are the judge's (nbgrader scores them as usual). A request is bounded by the
+  cell's time limit; a kernel that dies or hangs during one is handled as above;
+* **the GPU to itself** for ``_cuda`` test cells (:attr:`CourseExecute.gpu_lock`): a file
+  lock shared by the grading jobs of a class, so a timing check never competes with a
+  neighbour's kernels;
+* **a cap on every cell's outputs** (:attr:`CourseExecute.output_bytes`), whatever their kind
+  (printed text, ``display_data``, images): past the cap, outputs are dropped and a note says
+  so; display updates cannot reach test cells.
 
 Every cell that did not run to completion ends with an error output, so nbgrader scores it 0
 (an unexecuted grade cell without an error would otherwise get full marks). The reasons are
@@ -37,8 +49,10 @@ import psutil
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, List, Unicode
+from traitlets import Bool, Integer, List, Unicode
 
+from . import judge, remote
+from .common import CUDA_SUFFIX
 from .sandbox import SandboxKernelManager
 
 
@@ -67,6 +81,19 @@ class CourseExecute(Execute):
 
     skip_sources = List(
         Unicode(), help="Exact sources of unchanged demo cells not to re-run under autograde"
+    ).tag(config=True)
+    judge_tests = Bool(
+        True, help="Run test cells' checks in the grading process (grader.judge), not the kernel"
+    ).tag(config=True)
+    judge_only = Unicode(
+        "", help='Judge only these test cells: "cuda", "no-cuda" or "" (all); the rest are deferred'
+    ).tag(config=True)
+    gpu_lock = Unicode(
+        "", help="Lock file held while a _cuda test cell is judged (empty: no lock)"
+    ).tag(config=True)
+    gpu_lock_timeout = Integer(3600, help="Seconds to wait for the GPU lock").tag(config=True)
+    output_bytes = Integer(
+        2 * 1024**2, help="Outputs kept per cell, bytes (0: no cap); the rest is dropped"
     ).tag(config=True)
 
     def __init__(self, *args, **kwargs):
@@ -142,6 +169,122 @@ class CourseExecute(Execute):
                 cell.outputs = []
                 self._error(cell, "NotRun", f"not run: {why}")
 
+    # ------------------------------------------------------------------ outputs
+    @staticmethod
+    def _size(content: dict) -> int:
+        """Roughly how many bytes a message's output content holds."""
+        total = len(content.get("text", "") or "")
+        for value in (content.get("data") or {}).values():
+            total += len(value) if isinstance(value, (str, bytes)) else len(str(value))
+        return total
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's handling, with the per-cell output cap, and nothing a request or a
+        student's display update can do to a judged test cell."""
+        content = msg.get("content") or {}
+        msg_type = msg.get("msg_type")
+        if msg_type in ("stream", "display_data", "execute_result", "update_display_data"):
+            request = cell.metadata.get("grader_request")
+            if request:
+                # A request's own reply is read by KernelChannel and never kept in the notebook.
+                content.pop("transient", None)
+                if MIME_REPLY in (content.get("data") or {}):
+                    return super().process_message(msg, cell, cell_index)
+            elif msg_type in ("display_data", "execute_result") and MIME_REPLY in (
+                content.get("data") or {}
+            ):
+                content["data"] = {"text/plain": "[a grader reply outside a grader request]"}
+            if self.output_bytes:
+                used = self._output_used.get(id(cell), 0)
+                size = self._size(content)
+                if used + size > self.output_bytes:
+                    if msg_type == "update_display_data":
+                        return None
+                    if not self._output_told.get(id(cell)):
+                        self._output_told[id(cell)] = True
+                        cell.outputs.append(
+                            NotebookNode(
+                                output_type="stream",
+                                name="stdout",
+                                text=f"\n[output truncated by the course's grader after "
+                                f"{self.output_bytes // 1024} KiB]\n",
+                            )
+                        )
+                    if msg_type in ("stream", "display_data", "execute_result"):
+                        return None
+                self._output_used[id(cell)] = used + size
+        return super().process_message(msg, cell, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        """nbclient's display update, limited to display outputs of cells that are not tests
+        (an update aimed at a replaced output would otherwise fail the whole notebook)."""
+        targets = self._display_id_map.get(display_id, {})
+        for cell_idx in list(targets):
+            cell = self.nb.cells[cell_idx]
+            meta = cell.metadata.get("nbgrader", {})
+            keep = [
+                i
+                for i in targets[cell_idx]
+                if i < len(cell.outputs)
+                and cell.outputs[i].get("output_type") in ("display_data", "execute_result")
+                and not (meta.get("grade") and not meta.get("solution"))
+            ]
+            targets[cell_idx] = keep
+        return super()._update_display_id(display_id, msg)
+
+    # ------------------------------------------------------------------ judged test cells
+    @staticmethod
+    def _is_test_cell(cell: NotebookNode) -> bool:
+        meta = cell.metadata.get("nbgrader", {})
+        return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+    def _gpu_lock_for(self, cell: NotebookNode):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if not self.gpu_lock or not grade_id.endswith(CUDA_SUFFIX):
+            return contextlib.nullcontext()
+        from filelock import FileLock
+
+        return FileLock(self.gpu_lock, timeout=self.gpu_lock_timeout)
+
+    def _deferred(self, cell: NotebookNode) -> bool:
+        """Leave a test cell outside :attr:`judge_only` to another machine (score 0 here,
+        named *Deferred*; ``python -m grader merge`` takes its score from where it was graded)."""
+        if not self.judge_only or not self._is_test_cell(cell):
+            return False
+        cuda = cell.metadata.get("nbgrader", {}).get("grade_id", "").endswith(CUDA_SUFFIX)
+        if cuda == (self.judge_only == "cuda"):
+            return False
+        where = "a GPU machine" if cuda else "a machine grading the CPU checks"
+        cell.outputs = [
+            NotebookNode(
+                output_type="error",
+                ename="Deferred",
+                evalue=f"graded on {where} (--{'no-cuda' if cuda else 'only-cuda'} here)",
+                traceback=[f"Deferred: graded on {where}"],
+            )
+        ]
+        return True
+
+    def _judge(self, cell: NotebookNode, index: int, deadline: float) -> None:
+        """Judge a test cell in this process; its outputs become the judge's."""
+        via = KernelChannel(self, cell, index, min(deadline, time.monotonic() + self.timeout))
+        points = float(cell.metadata.get("nbgrader", {}).get("points", 0) or 0)
+        with self._gpu_lock_for(cell):
+            try:
+                verdict = judge.judge_cell(cell.source, via, points)
+            except judge.UnsupportedTestCell as exc:
+                verdict = judge.Verdict(outputs=[judge.error_output(exc)])
+        cell.outputs = via.student_outputs() + verdict.outputs
+        if verdict.error:
+            self.resources.setdefault("course_events", []).append(
+                {
+                    "cell": cell.get("id"),
+                    "grade_id": cell.metadata.get("nbgrader", {}).get("grade_id"),
+                    "error": verdict.error,
+                    "message": "judged in the grading process",
+                }  # fmt: skip
+            )
+
     # ------------------------------------------------------------------ watchdog
     def _watch_memory(self, stop: threading.Event) -> None:
         while not stop.wait(0.5):
@@ -188,6 +331,8 @@ class CourseExecute(Execute):
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._interrupted: set = set()
+        self._output_used: dict[int, int] = {}
+        self._output_told: dict[int, bool] = {}
         self._skip_set = set(self.skip_sources)
         self._killed_for_memory = threading.Event()
         deadline = time.monotonic() + self.notebook_timeout
@@ -211,12 +356,23 @@ class CourseExecute(Execute):
                             index = len(cells)
                             break
                         cell = cells[index]
-                        if self._skip(cell):
+                        if self._skip(cell) or self._deferred(cell):
                             index += 1
                             continue
                         try:
-                            self.preprocess_cell(cell, self.resources, index)
-                        except (DeadKernelError, KernelStuck, CellTimeoutError) as exc:
+                            if (
+                                self.judge_tests
+                                and self._is_test_cell(cell)
+                                and judge.judged_here(cell.source)
+                            ):
+                                self._judge(cell, index, deadline)
+                            else:
+                                self.preprocess_cell(cell, self.resources, index)
+                        except (
+                            DeadKernelError, KernelStuck, CellTimeoutError, remote.KernelLost
+                        ) as exc:  # fmt: skip
+                            if isinstance(exc, remote.KernelLost):
+                                exc = exc.args[0] if exc.args else DeadKernelError("lost")
                             why = (
                                 f"did not finish within {self.timeout} s and did not stop "
                                 "when interrupted; the kernel was restarted"
@@ -236,3 +392,90 @@ class CourseExecute(Execute):
                     self._killed_for_memory.clear()
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+
+MIME_REPLY = remote.MIME
+
+
+class KernelChannel:
+    """Reaches the student's kernel for :mod:`grader.judge`: each request runs there as a hidden
+    execution (no history, outputs kept apart from the notebook) and its reply is read back as
+    plain data (:func:`grader.remote.reply_from_outputs`).
+
+    Args:
+        executor: The :class:`CourseExecute` whose kernel is used.
+        cell: The test cell being judged (its id, for the interrupt bookkeeping).
+        index: Its index in the notebook.
+        deadline: ``time.monotonic()`` value by which every request of the cell must be done.
+    """
+
+    #: Printed output kept from the student's code during one test cell, bytes.
+    PRINT_LIMIT = 64 * 1024
+
+    def __init__(self, executor: CourseExecute, cell: NotebookNode, index: int, deadline: float):
+        self.executor = executor
+        self.cell = cell
+        self.index = index
+        self.deadline = deadline
+        self.printed: list[str] = []
+        self._printed_bytes = 0
+
+    def student_outputs(self) -> list:
+        """What the student's code printed during the requests, as one stdout stream."""
+        if not self.printed:
+            return []
+        return [NotebookNode(output_type="stream", name="stdout", text="".join(self.printed))]
+
+    def _keep_printed(self, outputs: list) -> None:
+        for out in outputs:
+            if out.get("output_type") != "stream":
+                continue
+            text = out.get("text", "")
+            room = self.PRINT_LIMIT - self._printed_bytes
+            if room <= 0:
+                return
+            if len(text) > room:
+                text = text[:room] + "\n[your printed output was cut here]\n"
+            self._printed_bytes += len(text)
+            self.printed.append(text)
+
+    def request(self, fn, target, args, kwargs):
+        """Run one request in the kernel; see :class:`grader.remote.Channel`.
+
+        Raises:
+            grader.remote.RequestTimedOut: past the cell's time limit (the kernel was
+                interrupted).
+            grader.remote.KernelLost: the kernel died or did not stop when interrupted.
+        """
+        name = target.__name__ if target is not None else None
+        code, nonce = remote.request_code(fn, name, args, kwargs)
+        remaining = self.deadline - time.monotonic()
+        limit = self.executor.timeout
+        if remaining <= 0:
+            raise remote.RequestTimedOut(f"the checks ran past the cell's {limit} s limit")
+        scratch = NotebookNode(
+            cell_type="code",
+            id=self.cell.get("id"),
+            source=code,
+            metadata={"grader_request": True},
+            outputs=[],
+            execution_count=None,
+        )
+        saved = self.executor.timeout
+        self.executor.timeout = max(1, int(remaining + 0.999))
+        try:
+            self.executor.execute_cell(scratch, self.index, store_history=False)
+        except (DeadKernelError, KernelStuck, CellTimeoutError) as exc:
+            raise remote.KernelLost(exc) from None
+        finally:
+            self.executor.timeout = saved
+            self.executor.nb.cells[self.index] = self.cell  # nbclient stored the scratch there
+        self._keep_printed(scratch.outputs)
+        if any(
+            o.get("output_type") == "error" and o.get("ename") == "CellTimeoutError"
+            for o in scratch.outputs
+        ):
+            raise remote.RequestTimedOut(
+                f"did not finish within the cell's {limit} s limit and was interrupted"
+            )
+        return remote.reply_from_outputs(scratch.outputs, nonce)

@@ -2,36 +2,41 @@
 
 The course's grading command starts each kernel with
 ``--IPKernelApp.exec_lines=["import grader.guard; grader.guard.install('<settings>')"]``, so
-this runs before any student code. It
+this runs before any student code. Verdicts are not made in the kernel (the checks run in the
+grading process, :mod:`grader.judge`); the guard makes the kernel's own work harder to
+subvert and records attempts for review. It
 
-* loads the assignment's reference solution while the source notebook can still be read, and
-  from then on **blocks** reading the course's protected files (``solutions/``, the gradebook,
-  the instructor's working folders, other submissions, ``.git``, the sample answers) and
-  writing anywhere in the course folder except the submission's own folder;
+* moves the kernel into the notebook's folder (it starts in an empty one) and takes that
+  folder and ``''`` off ``sys.path``, imports the assignment's probes, and from then on
+  **blocks** reading the course's protected files (``solutions/``, the gradebook, the
+  instructor's working folders, other submissions, ``.git``, the sample answers), writing
+  anywhere in the course folder except the submission's own folder, and opening
+  ``/proc/<pid>/mem`` (rewriting the process's own code);
 * **records** to an audit log (read by the grading process after the kernel has ended) what a
   submission's own code does that could reach the grading machinery: dynamic code (``exec``,
   ``eval``, ``compile`` on strings), replacing a function's code object, frame and garbage
   collector introspection, tracing hooks, ``ctypes``, files opened outside its folder, and
   every blocked access. It uses a CPython audit hook (PEP 578), which cannot be removed once
-  installed; only events whose *direct* caller is the submission's code (a notebook cell or a
-  file in its folder) are recorded, so the course's own checks and libraries do not count;
-* **restores the grading machinery before every cell**: it snapshots, at start-up, the
-  attributes of the course's ``grader`` modules (the assignment's checks included), of
-  ``torch.testing``, of ``builtins``, the reference solution's namespace and their
-  ``sys.modules`` entries; before each cell runs, anything replaced, deleted or swapped is put
-  back and recorded. A submission that patches a check or ``torch.testing.assert_close`` in
-  its own cell therefore meets the real one in the test cell, and is flagged;
+  installed; events are recorded when the submission's code is anywhere on the calling stack
+  (a notebook cell, a file in its folder, a thread or a library such as ``bdb`` it called),
+  so the course's own code and libraries alone do not count. Records go through a pipe the
+  grading process reads (a kernel can add to it, not take back what was sent);
+* **restores the kernel's machinery before every cell** (and so before every request of the
+  grader): it snapshots, at start-up, the attributes of the course's ``grader`` modules (the
+  probes included), of ``torch.testing``, of ``builtins`` and their ``sys.modules`` entries,
+  and IPython's input and AST transformers and event callbacks; before each cell anything
+  replaced, deleted, swapped or added is put back and recorded;
 * caps each cell's printed output (an endless ``print`` loop cannot fill the grader's memory);
 * on a GPU, caps this process's share of GPU memory
   (``torch.cuda.set_per_process_memory_fraction``), so parallel gradings share the device.
 
 An audit hook sees events, not assignments: patching a module attribute
-(``grader.common.fail = ...``) raises no event; the snapshot undoes it before the next cell,
-and :mod:`grader.scan` finds it in the submission's source. Patching *inside* a test cell is
-impossible (nbgrader restores test cells from the gradebook), but a solution cell can leave
-code that runs later (a thread, a hook, a patched object the snapshot does not cover). A determined attacker can defeat any in-process guard (through
-``ctypes``, for one, which is recorded); that is why what the guard and the scan find is
-reported for **manual review** rather than trusted.
+(``grader.remote.serve = ...``) raises no event; the snapshot undoes it before the next cell,
+and :mod:`grader.scan` finds it in the submission's source. A determined attacker can defeat any
+in-process guard (through ``ctypes``, for one, which is recorded); what the guard and the scan
+find is reported for **manual review**. What the kernel hands back can only be plain data
+(:mod:`grader.handover`), and values are compared with the reference in the grading process,
+so defeating the guard can at most forge a probe's own measurements (timings, recorded calls).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from pathlib import Path
 #: Audit events recorded when the submission's own code triggers them directly.
 WATCHED = frozenset(
     {
+        "_thread.start_new_thread",
         "exec",
         "compile",
         "object.__setattr__",
@@ -91,6 +97,7 @@ class GuardSettings:
         own_dirs: More folders of the kernel's own (its home and caches; readable, writable).
         gpu_fraction: Share of each GPU's memory this process may use (1 for all).
         output_bytes: Largest printed output per cell, bytes.
+        notebook_dir: Folder to work in once installed ("" to stay where the kernel started).
     """
 
     assignment: str
@@ -102,11 +109,57 @@ class GuardSettings:
     own_dirs: list[str] = field(default_factory=list)
     gpu_fraction: float = 1.0
     output_bytes: int = 2 * 1024**2
+    notebook_dir: str = ""
 
     def write(self, path: str | Path) -> Path:
         """Save as JSON; return the path."""
         Path(path).write_text(json.dumps(asdict(self), indent=1))
         return Path(path)
+
+
+def _open_log(path: str):
+    """Open the audit log for appending: a pipe the grading process reads (opened without
+    blocking, waiting up to 10 s for its reader), or a plain file."""
+    import stat
+    import time
+
+    try:
+        is_fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        is_fifo = False
+    if not is_fifo:
+        return open(path, "a", buffering=1)  # noqa: SIM115 - open for the kernel's life
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                return open(os.devnull, "w")  # noqa: SIM115 - no reader: records are lost
+            time.sleep(0.05)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w", buffering=1)
+
+
+#: How many frames up the stack the guard looks for the submission's code.
+STACK_DEPTH = 40
+#: Library files that only pass on code a caller gave them (a debugger running a string, a
+#: thread running a target): an event raised in them on behalf of the submission's code counts
+#: as the submission's. Imports do not pass through them, so importing a library does not count.
+TRAMPOLINES = (
+    "/bdb.py",
+    "/pdb.py",
+    "/code.py",
+    "/codeop.py",
+    "/runpy.py",
+    "/threading.py",
+    "/functools.py",
+    "/contextlib.py",
+    "/concurrent/futures/thread.py",
+    "/asyncio/events.py",
+    "/IPython/core/interactiveshell.py",  # wraps open() for notebook cells
+)
 
 
 def _under(path: str, roots: list[str]) -> bool:
@@ -124,7 +177,7 @@ class _Guard:
         self.own = [os.path.realpath(p) for p in (*settings.student_dirs, *settings.own_dirs)]
         self.cell_dir = os.path.realpath(tempfile.gettempdir()) + os.sep + "ipykernel_"
         self.busy = threading.local()
-        self.log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - open for the kernel's life
+        self.log = _open_log(self.log_path)
         self.seen: set[tuple] = set()
 
     # ------------------------------------------------------------------ helpers
@@ -167,9 +220,25 @@ class _Guard:
         finally:
             self.busy.on = False
 
+    def _student_frame(self, frame):
+        """The frame of the submission's code that raised the event: the direct caller, or the
+        nearest caller reached through :data:`TRAMPOLINES` only; None when there is none."""
+        depth = 0
+        while frame is not None and depth < STACK_DEPTH:
+            filename = frame.f_code.co_filename
+            if self.is_student_file(filename):
+                return frame
+            if not filename.endswith(TRAMPOLINES):
+                return None
+            frame = frame.f_back
+            depth += 1
+        return None
+
     def _hook(self, event: str, args: tuple) -> None:
-        frame = sys._getframe(2)  # 0: _hook, 1: hook, 2: the caller of the event
-        student = self.is_student_file(frame.f_code.co_filename)
+        caller = sys._getframe(2)  # 0: _hook, 1: hook, 2: the caller of the event
+        found = self._student_frame(caller)
+        student = found is not None
+        frame = found or caller
         if event in PATH_EVENTS:
             index, write = PATH_EVENTS[event]
             path = self._path_of(args[index]) if len(args) > index else None
@@ -179,6 +248,9 @@ class _Guard:
                 mode = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
                 flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
                 write = any(c in mode for c in "wax+") or bool(flags & _WRITE_FLAGS)
+            if path.startswith("/proc/") and path.endswith("/mem"):
+                self.record("blocked", f"{event} {path} (the process's own memory)", frame)
+                raise PermissionError("blocked by the course's grader: process memory")
             if _under(path, self.own) and path != self.log_path:
                 return  # the submission's own folder and the kernel's home
             if path == self.log_path:
@@ -205,6 +277,17 @@ class _Guard:
         elif event in ("object.__setattr__", "object.__delattr__"):
             name = args[1] if len(args) > 1 else "?"
             self.record("code-swap", f"{event} {type(args[0]).__name__}.{name}", frame)
+        elif event == "_thread.start_new_thread":
+            target = args[0] if args else None
+            inner = getattr(target, "__self__", None)  # a bound Thread.run: its target
+            inner_target = getattr(inner, "_target", None)
+            for candidate in (target, inner_target):
+                if (
+                    candidate in (exec, eval, compile)
+                    or getattr(candidate, "__module__", "") == "builtins"
+                ):
+                    name = getattr(candidate, "__name__", "?")
+                    self.record("dynamic-code", f"a thread running {name}", frame)
         elif event in ("os.listdir", "os.scandir"):
             path = self._path_of(args[0]) if args else None
             if path and (path.startswith("/proc") or _under(path, self.blocked)):
@@ -229,10 +312,34 @@ def _machinery(namespace: dict) -> dict:
     return {k: v for k, v in namespace.items() if isinstance(v, kinds) or callable(v)}
 
 
-class _Snapshot:
-    """The grading machinery as it was at start-up, put back before each cell."""
+def _code_objects(obj) -> list:
+    """The code objects behind a callable or an object with methods (for :func:`_from_student`)."""
+    codes = []
+    for candidate in (obj, getattr(obj, "__func__", None), getattr(obj, "__call__", None)):  # noqa: B004
+        code = getattr(candidate, "__code__", None) or getattr(
+            getattr(candidate, "__func__", None), "__code__", None
+        )
+        if code is not None:
+            codes.append(code)
+    for value in vars(type(obj)).values() if not isinstance(obj, type) else ():
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            codes.append(code)
+    return codes
 
-    def __init__(self, reference) -> None:
+
+def _from_student(obj) -> bool:
+    """Whether a hook or transformer was written in the submission (a notebook cell or a file
+    in its folder)."""
+    if _GUARD is None:
+        return False
+    return any(_GUARD.is_student_file(code.co_filename) for code in _code_objects(obj))
+
+
+class _Snapshot:
+    """The kernel's machinery as it was at start-up, put back before each cell."""
+
+    def __init__(self, shell=None) -> None:
         self.modules = {
             name: module
             for name, module in list(sys.modules.items())
@@ -242,14 +349,13 @@ class _Snapshot:
         self.attributes = {name: _machinery(vars(m)) for name, m in self.modules.items()}
         for key in KERNEL_BUILTINS:
             self.attributes.get("builtins", {}).pop(key, None)
-        self.reference = reference
-        self.reference_attributes = _machinery(vars(reference))
         self.code = {
             (name, key): value.__code__
-            for name, attrs in [*self.attributes.items(), ("reference", self.reference_attributes)]
+            for name, attrs in self.attributes.items()
             for key, value in attrs.items()
             if callable(value) and hasattr(value, "__code__")
         }
+        self.shell = shell
 
     def restore(self) -> list[str]:
         """Undo every change since start-up; return what was changed, in words."""
@@ -259,13 +365,37 @@ class _Snapshot:
                 sys.modules[name] = module
                 changes.append(f"sys.modules[{name!r}] replaced")
             changes += self._restore_dict(name, vars(module), self.attributes[name])
-        changes += self._restore_dict("reference", vars(self.reference), self.reference_attributes)
         for (name, key), code in self.code.items():
-            attrs = self.reference_attributes if name == "reference" else self.attributes[name]
-            fn = attrs[key]
+            fn = self.attributes[name][key]
             if getattr(fn, "__code__", code) is not code:
                 fn.__code__ = code
                 changes.append(f"{name}.{key}.__code__ swapped")
+        if self.shell is not None:
+            changes += self._restore_ipython()
+        return changes
+
+    def _restore_ipython(self) -> list[str]:
+        """Take out input transformers, AST transformers and event callbacks that the
+        submission's code added (libraries may add their own: matplotlib's inline backend
+        registers a callback when pyplot is first imported)."""
+        changes = []
+        shell = self.shell
+        lists = {
+            attr: getattr(shell, attr, None)
+            for attr in (
+                "input_transformers_cleanup",
+                "input_transformers_post",
+                "ast_transformers",
+            )
+        }
+        lists.update({f"{event!r} callbacks": cbs for event, cbs in shell.events.callbacks.items()})
+        for name, current in lists.items():
+            if not isinstance(current, list):
+                continue
+            kept = [item for item in current if not _from_student(item)]
+            if len(kept) != len(current):
+                current[:] = kept
+                changes.append(f"IPython {name}: the submission's additions taken out")
         return changes
 
     @staticmethod
@@ -321,7 +451,7 @@ def _cap_output(limit: int) -> None:
 
 
 def install(settings_path: str) -> None:
-    """Load the reference, then install the audit hook, the output cap and the GPU share.
+    """Install the guard in this kernel (see the module docstring).
 
     Args:
         settings_path: A :class:`GuardSettings` JSON file.
@@ -332,13 +462,17 @@ def install(settings_path: str) -> None:
     settings = GuardSettings(**json.loads(Path(settings_path).read_text()))
     import importlib
 
-    import torch  # noqa: F401 - imported before student code, as the checks use it
+    import torch  # noqa: F401 - imported before student code, as the probes use it
     import torch.testing
 
-    from . import common, course
+    from . import common, handover, remote  # noqa: F401 - in the snapshot from the start
 
-    reference = course.reference(settings.assignment)  # cached: no file access needed later
-    importlib.import_module(f"grader.ch{settings.assignment}")  # the checks, before any cell
+    if settings.assignment:
+        importlib.import_module(f"grader.ch{settings.assignment}")  # its probes
+    if settings.notebook_dir:
+        start = os.getcwd()
+        os.chdir(settings.notebook_dir)
+        sys.path[:] = [p for p in sys.path if p not in ("", ".", start, settings.notebook_dir)]
     if settings.gpu_fraction < 1 and torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             torch.cuda.set_per_process_memory_fraction(settings.gpu_fraction, index)
@@ -346,12 +480,14 @@ def install(settings_path: str) -> None:
     _GUARD.record("installed", f"assignment {settings.assignment}; grading={common.grading_mode()}")
     sys.addaudithook(_GUARD.hook)
     _cap_output(settings.output_bytes)
-    _restore_before_each_cell(_Snapshot(reference))
+    _restore_before_each_cell()
 
 
-def _restore_before_each_cell(snapshot: _Snapshot) -> None:
-    from IPython import get_ipython
-
+def _restore_before_each_cell() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - always present in a kernel
+        return
     shell = get_ipython()
     if shell is None:  # not in a kernel (tests): nothing to hook
         return
@@ -361,6 +497,7 @@ def _restore_before_each_cell(snapshot: _Snapshot) -> None:
             _GUARD.record("tampering", f"{change}; restored before the next cell")
 
     shell.events.register("pre_run_cell", restore)
+    snapshot = _Snapshot(shell)
 
 
 def read_log(path: str | Path) -> list[dict]:

@@ -33,6 +33,12 @@ from .course import IMAGES
 from .recorded import RECORDED_FILE
 
 PLOTS = IMAGES / "measured"
+_PLOTS_OVERRIDE: list[Path] = []
+
+
+def plots_dir() -> Path:
+    """Where plots go: ``images/measured/``, or the folder given to :func:`main`."""
+    return _PLOTS_OVERRIDE[-1] if _PLOTS_OVERRIDE else PLOTS
 
 
 @dataclass(frozen=True)
@@ -404,6 +410,98 @@ def _allocator() -> list[Figure]:
     ]  # fmt: skip
 
 
+def _notebook_figures() -> list[Figure]:
+    """The figures the notebooks' own demos show, measured the demos' way (01, 02, 05, 09)."""
+    import statistics as stats
+    import time
+
+    import torch.nn as nn
+    from torch.utils import benchmark
+
+    from .ch09_compilation import many_small_ops
+
+    out = [Figure("matmul_fp32_512", matmul_tflops(512, torch.float32, "cuda"), "TFLOP/s",
+                  "tflops:fp32", "512² float32 matmul (01's throughput plot)")]  # fmt: skip
+    a = torch.randn(4096, 4096, device="cuda")
+    a @ a
+    naive, synced = [], []
+    for _ in range(10):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        a @ a
+        naive.append(time.perf_counter() - t0)  # stops at the launch, as 02's wrong timer
+        torch.cuda.synchronize()
+        synced.append(time.perf_counter() - t0)
+    out.append(Figure("timing_naive_vs_synchronized", stats.median(synced) / stats.median(naive),
+                      "x", None, "4096² matmul: synchronized time / naive (launch-only) time"))  # fmt: skip
+    w = torch.randn(256, 256, device="cuda")
+
+    def steps(sync: bool):
+        h = torch.randn(256, 256, device="cuda")
+        for _ in range(10):
+            h = torch.tanh(h @ w)
+            if sync:
+                h.sum().item()
+        return h
+
+    free, blocked = median_ms(lambda: steps(False)), median_ms(lambda: steps(True))
+    _timeline_plot(steps)
+    out.append(Figure("timeline_async_loop", blocked / free, "x", None,
+                      "10 steps of tanh(h @ w): with .item() each step / without"))  # fmt: skip
+    conv = nn.Conv2d(64, 64, 3, padding=1).cuda().half()
+    images = torch.randn(64, 64, 56, 56, device="cuda", dtype=torch.half)
+    t_nchw = benchmark.Timer("c(x)", globals={"c": conv, "x": images}).blocked_autorange().median
+    conv_cl = conv.to(memory_format=torch.channels_last)
+    images_cl = images.to(memory_format=torch.channels_last)
+    t_cl = (
+        benchmark.Timer("c(x)", globals={"c": conv_cl, "x": images_cl}).blocked_autorange().median
+    )
+    out.append(Figure("conv_channels_last_speedup", t_nchw / t_cl, "x", None,
+                      "fp16 conv 64->64 at 56x56, batch 64: NCHW time / channels_last time"))  # fmt: skip
+    x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
+    logits = {}
+    for v in (50257, 50304):
+        wv = torch.randn(v, 768, device="cuda", dtype=torch.bfloat16)
+        logits[v] = benchmark.Timer("x @ w.T", globals={"x": x, "w": wv}).blocked_autorange().median
+    out.append(Figure("vocab_padding_50257_vs_50304", logits[50257] / logits[50304], "x", None,
+                      "bf16 logits 4096x768 @ 768xV: time at V=50257 / at V=50304"))  # fmt: skip
+    small = torch.randn(256, device="cuda")
+    torch._dynamo.reset()
+    compiled = torch.compile(many_small_ops)
+    for _ in range(3):
+        compiled(small)
+    eager_ms, compiled_ms = (
+        median_ms(lambda: many_small_ops(small)),
+        median_ms(lambda: compiled(small)),
+    )
+    out.append(Figure("compile_small_ops_speedup_cuda", eager_ms / compiled_ms, "x", None,
+                      "many_small_ops: eager / torch.compile (09)"))  # fmt: skip
+    return out
+
+
+def _timeline_plot(steps) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .timeline import plot_timeline, profile_spans
+
+    plots_dir().mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(2, 1, figsize=(10, 5))
+    for ax, sync in zip(axes, [False, True]):
+        spans = profile_spans(lambda sync=sync: steps(sync))
+        plot_timeline(
+            spans,
+            f"10 steps of tanh(h @ w), {'.item() each step' if sync else 'no synchronization'} "
+            f"- {torch.cuda.get_device_name()}, torch {torch.__version__}",
+            ax=ax,
+        )
+    fig.tight_layout()
+    fig.savefig(plots_dir() / "timeline_async_loop.png", dpi=110)
+    plt.close(fig)
+
+
 #: (name, what it shows, function) of every GPU measurement, in the order they run.
 GPU_FIGURES: list[tuple[str, str, Callable[[], list[Figure]]]] = [
     ("matmul", "bf16/fp16/TF32/fp32 TFLOP/s at 8192³, aligned vs misaligned n", _matmuls),
@@ -414,6 +512,7 @@ GPU_FIGURES: list[tuple[str, str, Callable[[], list[Figure]]]] = [
     ("launch", "per-op launch overhead, eager vs CUDA graph replay", _launch_overhead),
     ("amp", "ResNet-18 training step: AMP fp16/bf16 vs fp32 and TF32", _amp_resnet),
     ("allocator", "caching allocator vs PYTORCH_NO_CUDA_MEMORY_CACHING=1", _allocator),
+    ("notebooks", "the figures of the notebooks' own demos (01, 02, 05, 09)", _notebook_figures),
 ]
 
 
@@ -438,7 +537,7 @@ def _plot(name, title, xlabel, ylabel, series, logx=False, bars=False) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    PLOTS.mkdir(parents=True, exist_ok=True)
+    plots_dir().mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for label, (xs, ys) in series.items():
         if bars:
@@ -451,15 +550,18 @@ def _plot(name, title, xlabel, ylabel, series, logx=False, bars=False) -> None:
     ax.set(title=f"{title}\n{device}, torch {torch.__version__}", xlabel=xlabel, ylabel=ylabel)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(PLOTS / name, dpi=110)
+    fig.savefig(plots_dir() / name, dpi=110)
     plt.close(fig)
 
 
-def measure(only: list[str] | None = None) -> tuple[list[Figure], list[str]]:
+def measure(
+    only: list[str] | None = None, plots: Path | None = None
+) -> tuple[list[Figure], list[str]]:
     """Measure every figure this machine can show.
 
     Args:
         only: Names from :data:`GPU_FIGURES` to run (default all).
+        plots: Folder for the plots (default ``images/measured/``).
 
     Returns:
         (figures measured, names of the GPU measurements skipped for lack of CUDA).
@@ -475,9 +577,15 @@ def measure(only: list[str] | None = None) -> tuple[list[Figure], list[str]]:
     if not torch.cuda.is_available():
         return _cpu(), [f"{n}: {what}" for n, what, _ in chosen]
     figures: list[Figure] = []
-    for _name, _what, fn in tqdm(chosen, desc="measuring", unit="group"):
-        figures += fn()
-        torch.cuda.empty_cache()
+    if plots is not None:
+        _PLOTS_OVERRIDE.append(Path(plots))
+    try:
+        for _name, _what, fn in tqdm(chosen, desc="measuring", unit="group"):
+            figures += fn()
+            torch.cuda.empty_cache()
+    finally:
+        if plots is not None:
+            _PLOTS_OVERRIDE.pop()
     return figures, []
 
 

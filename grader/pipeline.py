@@ -16,98 +16,31 @@ import contextlib
 import filecmp
 import os
 import shutil
-import sysconfig
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins.export import CsvExportPlugin
 from tqdm.auto import tqdm
 from traitlets.config import Config
 
 from . import course
 from .common import GRADING_ENV
-from .grading import GradingOptions, Result, grade_class
-
-COURSE_ID = "gpu-parallel-pytorch"
-#: Seconds a single cell may run under autograde before it is interrupted (scores 0).
-CELL_TIMEOUT_S = 600
+from .config import (  # noqa: F401 - re-exported: the course's nbgrader configuration
+    CELL_TIMEOUT_S,
+    COURSE_ID,
+    api_for,
+    course_config,
+    prepare_work_folders,
+)
+from .grading import GradingOptions, Result, grade_class, shard_of
+from .report import not_checked_cells  # noqa: F401 - re-exported
 
 
 class PipelineError(RuntimeError):
     """An instructor command could not do what was asked (the message says what to do)."""
-
-
-def course_config(work: Path | None = None, submitted: Path | None = None) -> Config:
-    """The nbgrader configuration of the course.
-
-    Args:
-        work: Instructor working folder (default ``grader/work``) holding ``autograded/``,
-            ``feedback/`` and ``gradebook.db``.
-        submitted: Folder of submissions laid out ``<student>/<assignment>/<notebook>.ipynb``
-            (default ``<work>/submitted``, where ``nbgrader collect`` puts them).
-
-    Returns:
-        A traitlets Config for ``NbGraderAPI`` and nbgrader's apps.
-    """
-    work = Path(work or course.WORK).resolve()
-    c = Config()
-    c.CourseDirectory.course_id = COURSE_ID
-    c.CourseDirectory.root = str(course.REPO)
-    c.CourseDirectory.source_directory = "solutions"
-    c.CourseDirectory.release_directory = "notebooks"
-    c.CourseDirectory.submitted_directory = str(
-        Path(submitted).resolve() if submitted else work / "submitted"
-    )
-    c.CourseDirectory.autograded_directory = str(work / "autograded")
-    c.CourseDirectory.feedback_directory = str(work / "feedback")
-    c.CourseDirectory.db_url = f"sqlite:///{work / 'gradebook.db'}"
-    c.Execute.timeout = CELL_TIMEOUT_S
-    # A deleted test cell is put back from the gradebook (and scores what it scores), not skipped.
-    c.OverwriteCells.add_missing_cells = True
-    # Files a notebook writes next to itself when run (07's %%writefile ddp_script.py) are
-    # outputs, not course files: never copied into a release or an autograded folder.
-    c.CourseDirectory.ignore = [
-        *(".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"),  # nbgrader's defaults
-        *course.WRITTEN_FILES,
-    ]
-    return c
-
-
-def _scripts_on_path() -> None:
-    """Put this interpreter's scripts folder on PATH.
-
-    nbgrader runs the ``alembic`` executable to create or upgrade a gradebook; when the
-    course's virtual environment is used without being activated
-    (``.venv/bin/python -m grader ...``) that folder is not on PATH otherwise.
-    """
-    scripts = sysconfig.get_path("scripts")
-    if scripts and scripts not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
-
-
-def prepare_work_folders(config: Config) -> None:
-    """Make what nbgrader needs before it opens the gradebook of ``config``.
-
-    Creates the autograded and feedback folders (and so the working folder that holds
-    ``gradebook.db``: sqlite cannot create a database in a missing folder, and the
-    formgrader then lists nothing) and puts this interpreter's scripts on PATH for
-    ``alembic``. Used by :func:`api_for` and by ``grader/nbgrader_config.py`` (JupyterLab's
-    formgrader, nbgrader's command line).
-    """
-    _scripts_on_path()
-    for key in ("autograded_directory", "feedback_directory"):
-        Path(config.CourseDirectory[key]).mkdir(parents=True, exist_ok=True)
-
-
-def api_for(config: Config) -> NbGraderAPI:
-    """An ``NbGraderAPI`` bound to ``config`` (creating the working folders)."""
-    prepare_work_folders(config)
-    return NbGraderAPI(CourseDirectory(config=config), config=config)
 
 
 def _require_success(result: dict, what: str) -> None:
@@ -277,15 +210,24 @@ def cuda_cells() -> dict[str, list[str]]:
     return out
 
 
-def refuse_without_gpu(assignment_ids: Iterable[str], cpu_ok: bool) -> None:
-    """Refuse to grade CUDA checks on a machine without a GPU unless told to accept zeros.
+def refuse_without_gpu(
+    assignment_ids: Iterable[str], cpu_ok: bool, *, gpu: bool | None = None
+) -> None:
+    """Refuse to grade CUDA checks without a GPU unless told to accept zeros.
+
+    Args:
+        assignment_ids: What is graded.
+        cpu_ok: Accept that CUDA cells score 0.
+        gpu: Whether the machines that grade have a GPU (None: this machine, asked of torch).
 
     Raises:
         PipelineError: no CUDA GPU, CUDA-only cells exist and ``cpu_ok`` is False.
     """
     import torch
 
-    if cpu_ok or torch.cuda.is_available():
+    if gpu is None:
+        gpu = torch.cuda.is_available()
+    if cpu_ok or gpu:
         return
     cells = {aid: ids for aid, ids in cuda_cells().items() if aid in set(assignment_ids)}
     if cells:
@@ -331,13 +273,47 @@ def submissions_in(submitted: Path) -> list[tuple[str, str]]:
         )
     known = set(course.assignments())
     pairs = []
-    for student_dir in sorted(
-        p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith(".")
-    ):
-        for assignment_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
-            if assignment_dir.name in known:
+    for student_dir in sorted(submitted.iterdir()):
+        if student_dir.name in _NOT_STUDENTS or not _real_dir(student_dir):
+            continue
+        for assignment_dir in sorted(student_dir.iterdir()):
+            if assignment_dir.name in known and _real_dir(assignment_dir):
                 pairs.append((student_dir.name, assignment_dir.name))
     return pairs
+
+
+#: Folders of a submissions folder that are not students.
+_NOT_STUDENTS = {".ipynb_checkpoints", "__pycache__", ".git"}
+
+
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def skipped_submissions(submitted: Path) -> list[str]:
+    """What :func:`submissions_in` leaves out of a submissions folder, and why (for the report):
+    links and files where student or assignment folders are expected, and assignment folders
+    the course does not have."""
+    submitted = Path(submitted)
+    if not submitted.is_dir():
+        return []
+    known = set(course.assignments())
+    out = []
+    for student_dir in sorted(submitted.iterdir()):
+        if student_dir.name in _NOT_STUDENTS:
+            continue
+        if not _real_dir(student_dir):
+            kind = "a link" if student_dir.is_symlink() else "not a folder"
+            out.append(f"{student_dir.name!r}: {kind}, not graded")
+            continue
+        for assignment_dir in sorted(student_dir.iterdir()):
+            if assignment_dir.name in known and not _real_dir(assignment_dir):
+                out.append(f"{student_dir.name!r}/{assignment_dir.name}: a link, not graded")
+            elif assignment_dir.name not in known and _real_dir(assignment_dir):
+                out.append(
+                    f"{student_dir.name!r}/{assignment_dir.name!r}: not an assignment of the course"
+                )
+    return out
 
 
 def autograde(
@@ -348,6 +324,8 @@ def autograde(
     options: GradingOptions | None = None,
     cpu_ok: bool = False,
     progress: bool = True,
+    shard: tuple[int, int] | None = None,
+    engine=None,
 ) -> list[Result]:
     """Autograde every submission in a folder with nbgrader, several at a time, each isolated
     (see :mod:`grader.grading`), into the gradebook of ``work``.
@@ -361,12 +339,17 @@ def autograde(
         cpu_ok: Accept that CUDA-only cells score 0 on a machine without a GPU (also
             ``options.cpu_ok``).
         progress: Show a tqdm progress bar.
+        shard: ``(k, n)``: grade only the students of shard ``k`` of ``n`` (1-based; see
+            :func:`grader.grading.shard_of`), for ``python -m grader merge`` to combine.
+        engine: What runs the jobs (default: processes on this machine; see
+            :func:`grader.grading.grade_class`).
 
     Returns:
         One :class:`grader.grading.Result` per (student, assignment), in order.
 
     Raises:
-        PipelineError: no GPU and not ``cpu_ok``, or the gradebook could not be prepared.
+        PipelineError: no GPU and not ``cpu_ok``, a bad shard, or the gradebook could not be
+            prepared.
     """
     options = options or GradingOptions.for_machine()
     options.cpu_ok = options.cpu_ok or cpu_ok
@@ -377,25 +360,22 @@ def autograde(
     for aid in wanted:
         course.check_assignment(aid)
     pairs = [(s, a) for s, a in pairs if a in wanted]
-    refuse_without_gpu(wanted, options.cpu_ok)
+    if shard is not None:
+        k, n = shard
+        if not (n >= 1 and 1 <= k <= n):
+            raise PipelineError(f"--shard {k}/{n}: K must be between 1 and N")
+        pairs = [(s, a) for s, a in pairs if shard_of(s, n) == k - 1]
+    cluster_gpu = getattr(engine, "has_gpu", None)
+    refuse_without_gpu(wanted, options.cpu_ok or options.cells == "no-cuda", gpu=cluster_gpu)
     api_for(config)  # creates the working folders
     with tempfile.TemporaryDirectory(prefix="gradebook-release-") as tmp:
         for aid in sorted(wanted):  # records test cells (hidden ones too) in the gradebook
             generate(aid, Path(tmp), config=config, use_db=True)
     work_dir = Path(config.CourseDirectory.autograded_directory).parent
     with grading_environment():
-        return grade_class(submitted_dir, work_dir, pairs, options, progress=progress)
-
-
-def not_checked_cells(nb) -> list[str]:
-    """Grade ids of cells that raised NotCheckedWithoutCuda (CUDA checks on a CPU)."""
-    out = []
-    for cell in nb.cells:
-        meta = course.nbgrader_meta(cell)
-        if cell.cell_type == "code" and meta.get("grade"):
-            if any(o.get("ename") == "NotCheckedWithoutCuda" for o in cell.get("outputs", [])):
-                out.append(meta["grade_id"])
-    return out
+        return grade_class(
+            submitted_dir, work_dir, pairs, options, progress=progress, engine=engine
+        )
 
 
 # --------------------------------------------------------------------------- feedback, export

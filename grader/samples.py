@@ -249,6 +249,36 @@ def write_class(students: list[Student], submitted: Path) -> None:
 
 
 # --------------------------------------------------------------------------- quick in-process grading
+class _NamespaceChannel:
+    """Reaches the student's objects in a namespace of this process, as the local channel does
+    (copies of the arguments, results round-tripped as plain data)."""
+
+    def __init__(self, namespace: dict) -> None:
+        self.namespace = namespace
+
+    def request(self, fn, target, args, kwargs):
+        from . import remote
+
+        obj = self.namespace.get(target.__name__, remote._MISSING) if target else None
+        local = remote.Handle(target.__name__, obj) if target is not None else None
+        return remote.LOCAL.request(fn, local, args, kwargs)
+
+
+def _judge_here(source: str, namespace: dict) -> str:
+    """Judge a test cell as autograde does (grader.judge), against a namespace of this process:
+    "" when every point is earned, else the failure's first line (or the partial credit)."""
+    from . import judge
+
+    verdict = judge.judge_cell(source, _NamespaceChannel(namespace))
+    if verdict.passed:
+        return ""
+    errors = [o for o in verdict.outputs if o.get("output_type") == "error"]
+    if errors:
+        text = str(errors[-1].get("evalue", ""))
+        return f"{errors[-1].get('ename')}: {text.splitlines()[0] if text else ''}"
+    return f"Partial: {verdict.fraction:.2f} of the points"
+
+
 def run_test_cells(
     assignment: str, overrides: dict[str, str] | None, *, only_for: set[str] | None = None
 ) -> dict[str, str]:
@@ -295,18 +325,7 @@ def run_test_cells(
                     test.grade_id in (f"test_{s}", f"test_{s}{CUDA_SUFFIX}") for s in only_for
                 ):
                     continue
-                try:
-                    exec(
-                        compile(test.source, f"<test {test.grade_id}>", "exec", dont_inherit=True),
-                        namespace,
-                    )  # noqa: S102
-                    results[test.grade_id] = ""
-                except BaseException as exc:  # noqa: BLE001 - a failing cell is a result
-                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                        raise
-                    results[test.grade_id] = (
-                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    )
+                results[test.grade_id] = _judge_here(test.source, namespace)
     finally:
         if saved is None:
             os.environ.pop(GRADING_ENV, None)

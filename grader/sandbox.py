@@ -10,9 +10,15 @@ kernel's first line runs:
   exhausting the machine; CUDA reserves more address space than any sensible cap, so on a GPU
   machine the grading process watches memory instead: :mod:`grader.execute`), a file-size cap
   and no core dumps;
-* gives the kernel its **own folders** for everything it may write (``HOME``-style caches,
-  IPython's profile, matplotlib's cache, Inductor's and Triton's caches) inside the
-  submission's staging folder;
+* gives the kernel a **fresh home** at every start (``HOME``, IPython's profile and start-up
+  folder, Jupyter's config and data folders, matplotlib's cache, Inductor's and Triton's
+  caches, a copy of the class's warm compiler caches), inside the submission's staging folder,
+  so nothing a submission wrote survives into a restarted kernel's start-up;
+* passes on only an **allow-list of environment variables** (:data:`KEPT_ENVIRONMENT`: paths,
+  locale, GPU selection, thread counts), never the grader's own (tokens, credentials), and
+  starts Python in **safe-path mode without user site-packages** (``PYTHONSAFEPATH``,
+  ``PYTHONNOUSERSITE``) in an empty folder, so no file in the notebook's folder is imported
+  before the guard runs;
 * where `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``) is installed and
   works, runs the kernel in a **mount and PID namespace**: the whole file system read-only,
   the course's ``solutions/``, ``.git``, sample answers, the instructor's working folder
@@ -56,6 +62,9 @@ class SandboxSettings:
         memory_bytes: Address-space limit for the kernel and its children; 0 for none.
         file_bytes: Largest file the kernel may write.
         isolate: Use bubblewrap when it is available.
+        no_network: Give the kernel a network namespace of its own (bubblewrap only; the
+            kernel must then be reached over Unix sockets: ``transport = "ipc"``).
+        seed_home: A folder copied into the fresh home at every start (warm caches), or "".
     """
 
     staging: str
@@ -66,6 +75,8 @@ class SandboxSettings:
     memory_bytes: int = 0
     file_bytes: int = 2 * 1024**3
     isolate: bool = True
+    no_network: bool = False
+    seed_home: str = ""
 
     def write(self, path: str | Path) -> Path:
         """Save as JSON; return the path."""
@@ -104,19 +115,78 @@ def isolation_label(isolate: bool = True) -> str:
     return "NOT isolated (--no-sandbox): kernels can read the course folder"
 
 
-def kernel_environment(settings: SandboxSettings) -> dict[str, str]:
-    """Environment variables that send the kernel's writes into its staging folder."""
+#: Environment variables a grading kernel keeps from the grader's environment (all others are
+#: dropped: a kernel prints what it likes into the feedback). Names ending in ``*`` are prefixes.
+KEPT_ENVIRONMENT = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TERM",
+    "USER",
+    "LOGNAME",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CC",
+    "CXX",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "GPU_COURSE_AUTOGRADE",
+    "GPU_COURSE_DATA",
+    "JPY_SESSION_NAME",
+    "JPY_PARENT_PID",
+)
+
+
+def _kept(name: str) -> bool:
+    return any(name.startswith(k[:-1]) if k.endswith("*") else name == k for k in KEPT_ENVIRONMENT)
+
+
+def fresh_home(settings: SandboxSettings) -> Path:
+    """Make the kernel's home anew (emptied, then the warm caches copied in); return it."""
+    home = Path(settings.staging) / "home"
+    if home.exists():
+        shutil.rmtree(home, ignore_errors=True)
+    if settings.seed_home and Path(settings.seed_home).is_dir():
+        shutil.copytree(settings.seed_home, home, symlinks=False, dirs_exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def kernel_environment(settings: SandboxSettings, parent: dict | None = None) -> dict[str, str]:
+    """The kernel's whole environment: the allow-listed variables of ``parent`` (default: this
+    process's), a home in the staging folder and every tool's folders inside it, Python's
+    safe-path mode and no user site-packages."""
+    parent = dict(os.environ if parent is None else parent)
     home = Path(settings.staging) / "home"
     dirs = {
+        "HOME": home,
         "IPYTHONDIR": home / ".ipython",
+        "JUPYTER_CONFIG_DIR": home / ".jupyter",
+        "JUPYTER_DATA_DIR": home / ".local" / "share" / "jupyter",
+        "JUPYTER_RUNTIME_DIR": home / ".local" / "share" / "jupyter" / "runtime",
         "MPLCONFIGDIR": home / ".config" / "matplotlib",
         "XDG_CACHE_HOME": home / ".cache",
+        "XDG_CONFIG_HOME": home / ".config",
         "TORCHINDUCTOR_CACHE_DIR": home / ".cache" / "torchinductor",
         "TRITON_CACHE_DIR": home / ".cache" / "triton",
     }
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
-    return {k: str(v) for k, v in dirs.items()}
+    env = {k: v for k, v in parent.items() if _kept(k)}
+    env.update({k: str(v) for k, v in dirs.items()})
+    env.update({"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.setdefault("PATH", os.defpath)
+    return env
 
 
 def software_under_tmp() -> list[str]:
@@ -152,14 +222,17 @@ def bwrap_command(settings: SandboxSettings, command: list[str]) -> list[str]:
         shutil.which("bwrap") or "bwrap",
         "--ro-bind", "/", "/",
         "--dev-bind", "/dev", "/dev",  # GPUs (/dev/nvidia*) and /dev/shm for DataLoader workers
+        "--tmpfs", "/dev/shm",  # a private one: DataLoader workers share memory through it
         "--proc", "/proc",
         "--tmpfs", "/tmp",
     ]  # fmt: skip
     for path in software_under_tmp():  # a course or Python installed under /tmp stays visible
         args += ["--ro-bind", path, path]
     for path in settings.hide:
-        if Path(path).exists():
+        if Path(path).is_dir():
             args += ["--tmpfs", path]
+        elif Path(path).exists():  # a file (a git worktree's .git): an empty file in its place
+            args += ["--ro-bind", "/dev/null", path]
     exposed = list(settings.expose_read_only)
     if "-f" in command[:-1]:  # the kernel's connection file (often in /tmp, hidden above)
         exposed.append(command[command.index("-f") + 1])
@@ -172,10 +245,10 @@ def bwrap_command(settings: SandboxSettings, command: list[str]) -> list[str]:
         "--chdir", settings.cwd,
         "--unshare-pid",
         "--die-with-parent",
-        "--",
-        *command,
     ]  # fmt: skip
-    return args
+    if settings.no_network:
+        args.append("--unshare-net")
+    return [*args, "--", *command]
 
 
 def _apply_limits(settings: SandboxSettings) -> None:
@@ -190,19 +263,21 @@ def launch(settings_path: str, command: list[str]) -> None:
     """Apply the limits and environment, then replace this process with the kernel
     (inside bubblewrap when asked and available). Does not return."""
     settings = SandboxSettings.read(settings_path)
-    os.environ.update(kernel_environment(settings))
+    fresh_home(settings)
+    env = kernel_environment(settings)
     _apply_limits(settings)
     if settings.isolate and bwrap_available():
         # In the new PID namespace the kernel's parent has pid 1, which ipykernel reads as
         # "my parent died"; bubblewrap's --die-with-parent ends the kernel with the grader.
-        os.environ.pop("JPY_PARENT_PID", None)
+        env.pop("JPY_PARENT_PID", None)
         # Jupyter interrupts a kernel by sending SIGINT to its process group, bwrap included:
         # bwrap must survive it (the kernel installs its own handler while a cell runs).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         command = bwrap_command(settings, command)
     else:
+        Path(settings.cwd).mkdir(parents=True, exist_ok=True)
         os.chdir(settings.cwd)
-    os.execvp(command[0], command)
+    os.execvpe(command[0], command, env)
 
 
 class SandboxKernelManager(AsyncKernelManager):

@@ -17,7 +17,8 @@ to the released ones are the course's own) and lists each construct that can do 
   ``__import__``, ``setattr``, ``delattr``, ``globals``, ``vars``;
 * introspection that reaches other code's internals: ``__code__``, ``__globals__``,
   ``__closure__``, ``__builtins__``, ``__subclasses__``, frames (``f_globals``, ``f_back``,
-  ``sys._getframe``), ``sys.modules``, tracing hooks;
+  ``sys._getframe``), ``sys.modules``, tracing hooks, and IPython's machinery that runs every
+  later cell (input and AST transformers, event callbacks, the display publisher, comms);
 * string constants that name the course's private files or grading switches (``solutions``,
   ``gradebook``, ``autograded``, ``GPU_COURSE_AUTOGRADE``, ``BEGIN HIDDEN``, ...).
 
@@ -72,6 +73,15 @@ RISKY_ATTRIBUTES = {
     "settrace",
     "setprofile",
     "modules",
+    # IPython's machinery: what runs every later cell, the grader's requests included
+    "input_transformers_cleanup",
+    "input_transformers_post",
+    "ast_transformers",
+    "events",
+    "display_pub",
+    "displayhook",
+    "comm_manager",
+    "shell_handlers",
 }
 RISKY_STRINGS = re.compile(
     r"solutions|gradebook|autograded|submitted/|feedback/|GPU_COURSE_|NBGRADER_|BEGIN HIDDEN|"

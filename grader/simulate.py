@@ -13,7 +13,8 @@ simulations wherever a student sees them:
   a timer that forgets to synchronize measures ~0 ms here, exactly the bug it has on a
   real GPU, and overlap shows as a shorter wall-clock time.
 
-  With ``transfers=True`` it also plays host-to-device copies: ``tensor.pin_memory()``,
+  With ``transfers=True`` it also plays host-to-device copies: ``tensor.pin_memory()`` and
+  ``pin_memory=True`` at tensor creation,
   ``tensor.to("cuda", non_blocking=...)`` and ``.cuda()`` return CPU tensors that the
   simulation tracks as device tensors, with the CUDA rules for overlap (CUDA C++
   Programming Guide, "Asynchronous Concurrent Execution"): a copy overlaps kernels only
@@ -23,25 +24,37 @@ simulations wherever a student sees them:
   ``reads=`` reports a kernel that reads a tensor before its copy has landed. A 2-D matmul
   of device tensors becomes a kernel whose duration follows a simple Tensor Core model
   (:data:`SIM_MATMUL_TFLOPS`); its result has the right shape but no computed values.
+  With ``virtual_time=True`` every timer a student may use reads the simulation's clock:
+  ``time.perf_counter``/``monotonic``/``time``, ``timeit`` and
+  ``torch.utils.benchmark.Timer`` (whose default timer synchronizes the device, as it does on
+  a real GPU), and, through :meth:`SimulatedCuda.clocks_seen_by`, clock functions a
+  student's code imported by name before the simulation started.
 * :class:`SyncRecorder` is a :class:`torch.overrides.TorchFunctionMode` that records
   every tensor call which, on a GPU, makes the host wait for the device (``.item()``,
   ``.tolist()``, ``.cpu()``, ``bool(t)``, printing a tensor, boolean-mask indexing,
   ...). On the CPU nothing waits, but the calls are the same, so a loop that would
-  synchronize on a GPU is caught here too.
+  synchronize on a GPU is caught here too. Blocking copies to the CPU (``t.to("cpu")``,
+  ``cpu_tensor.copy_(t)``) are recorded when ``t`` is on another device: run the code on
+  ``meta`` tensors to see them (see the class).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 import types
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+#: The real clock functions, captured before any simulation patches ``time``: code that
+#: imported one by name (``from time import perf_counter``) holds these objects.
+_REAL_CLOCKS = (time.perf_counter, time.monotonic, time.time)
 
 #: Simulated host-to-device bandwidth from pinned memory, GB/s (10^9 bytes/s). The
 #: simulation's copies are slow on purpose, so overlap is visible in milliseconds.
@@ -59,6 +72,13 @@ SIM_MATMUL_TFLOPS = {
     torch.float32: 50.0,
 }
 SIM_MISALIGNED_FRACTION = 0.5
+#: Host time a simulated matmul launch takes on the virtual clock, seconds, and how many
+#: launches may wait in a stream's queue before a launch blocks the host until the oldest
+#: finishes (a real GPU's launch queue is bounded too). Without them, a timer that never
+#: synchronizes would measure 0 s per launch and ``benchmark.Timer``'s block-size search
+#: would never end.
+SIM_LAUNCH_S = 1e-6
+SIM_QUEUE_DEPTH = 1024
 
 
 @dataclass
@@ -72,6 +92,27 @@ class KernelRecord:
 
 
 @dataclass
+class Block:
+    """A block of simulated device memory, as PyTorch's caching allocator keeps it.
+
+    The allocator ties a block to the stream it was allocated on: when its tensor is freed,
+    later allocations *on that stream* may reuse it at once (their work is ordered after the
+    work already queued there), while work queued on other streams is not waited for, unless
+    ``record_stream`` named those streams (PyTorch docs, *CUDA semantics*, "Use of multiple
+    streams"; ``Tensor.record_stream``). Attributes: ``size`` (bytes), ``stream`` (id of the
+    allocation stream), ``readers`` ((stream id, end time) of kernels that read it),
+    ``recorded`` (streams named by ``record_stream``), ``reusable_at`` (with recorded streams:
+    when the work queued on them at free time completes).
+    """
+
+    size: int
+    stream: int
+    readers: list = field(default_factory=list)
+    recorded: set = field(default_factory=set)
+    reusable_at: float = 0.0
+
+
+@dataclass
 class DeviceTensorInfo:
     """What the simulation knows about a tensor "on the device"."""
 
@@ -80,6 +121,7 @@ class DeviceTensorInfo:
     pinned_source: bool
     non_blocking: bool
     seq: int  # order of the copy among all simulated transfers
+    block: Block | None = None  # its memory (tensors that own simulated device memory)
 
 
 class _IdentityMap:
@@ -109,7 +151,14 @@ class _IdentityMap:
 
 
 class RaceError(RuntimeError):
-    """A simulated kernel read a tensor before the work producing it had finished."""
+    """A simulated kernel read a tensor before the work producing it had finished
+    (``kind="read_before_ready"``), or memory was handed to new work while a kernel on another
+    stream still read the tensor that had used it (``kind="reuse_while_read"``: the freed
+    tensor's uses on other streams were not made known with ``record_stream``)."""
+
+    def __init__(self, message: str, kind: str = "read_before_ready"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class SimulatedCuda:
@@ -163,6 +212,10 @@ class SimulatedCuda:
         self.allocated = self.peak = self.reserved = self.peak_reserved = self.cached = 0
         self._blocks: dict[int, int] = {}
         self._next_block = 1
+        # memory of device tensors, per allocation stream: freed blocks waiting for reuse
+        self.free_blocks: list[Block] = []
+        self.reuses = 0  # device-tensor allocations served by a freed block
+        self.new_blocks = 0  # ... and by new memory
 
     # --- clock ----------------------------------------------------------------------
     def now(self) -> float:
@@ -179,6 +232,32 @@ class SimulatedCuda:
     def _host_clock_read(self) -> float:
         self._vclock += 1e-9  # host code takes (almost) no virtual time, but never none
         return self._vclock
+
+    def _synchronized_clock_read(self) -> float:
+        """What ``torch.utils.benchmark``'s default timer does on a GPU: synchronize, then read."""
+        self.synchronize()
+        return self.now() if not self.virtual_time else self._host_clock_read()
+
+    @contextlib.contextmanager
+    def clocks_seen_by(self, fn):
+        """Inside the block, the real clock functions that ``fn``'s module imported by name
+        (``from time import perf_counter``, ``from timeit import default_timer``) read the
+        virtual clock too (they were bound before the simulation patched ``time``). Nothing
+        happens without ``virtual_time`` or for an object without ``__globals__``."""
+        namespace = getattr(fn, "__globals__", None)
+        reader = self._host_clock_read  # one bound method, so the restore below recognises it
+        swapped = {}
+        if self.virtual_time and isinstance(namespace, dict):
+            for name, value in list(namespace.items()):
+                if any(value is clock for clock in _REAL_CLOCKS):
+                    swapped[name] = value
+                    namespace[name] = reader
+        try:
+            yield
+        finally:
+            for name, value in swapped.items():
+                if namespace.get(name) is reader:
+                    namespace[name] = value
 
     # --- caching allocator ---------------------------------------------------------------
     def malloc(self, nbytes: int) -> int:
@@ -226,6 +305,69 @@ class SimulatedCuda:
             "reserved_bytes.all.peak": self.peak_reserved,
         }
 
+    # --- memory of device tensors, per stream (record_stream) -------------------------
+    def _allocate(self, tensor: torch.Tensor, write_start: float) -> Block:
+        """Give ``tensor`` a block on the current stream, reusing a freed one when the caching
+        allocator would; raise if the reused block is still read on another stream."""
+        size = max(512, -(-(tensor.numel() * tensor.element_size()) // 512) * 512)
+        stream = self.current.id
+        now = self.now()
+        block = None
+        for candidate in self.free_blocks:
+            if (
+                candidate.stream == stream
+                and candidate.size >= size
+                and (not candidate.recorded or candidate.reusable_at <= now)
+            ):
+                block = candidate
+                break
+        if block is not None:
+            self.free_blocks.remove(block)
+            self.reuses += 1
+            late = [
+                (s, end) for s, end in block.readers if s != stream and end > write_start + 1e-6
+            ]
+            if late:
+                other, end = max(late, key=lambda item: item[1])
+                message = (
+                    f"memory freed while a kernel on stream {other} still read it was reused by "
+                    f"new work on stream {stream}, {1000 * (end - write_start):.1f} ms before that "
+                    "kernel finished: the tensor was allocated on one stream and used on another "
+                    "without record_stream, so the caching allocator did not wait for the other "
+                    "stream"
+                )
+                self.races.append(message)
+                raise RaceError(message, kind="reuse_while_read")
+            block.readers, block.recorded, block.reusable_at = [], set(), 0.0
+        else:
+            block = Block(size, stream)
+            self.new_blocks += 1
+        weakref.finalize(tensor, self._release, block)
+        return block
+
+    def _release(self, block: Block) -> None:
+        """A device tensor was freed: its block waits for the streams ``record_stream`` named."""
+        if block.recorded:
+            block.reusable_at = max(
+                [self.now()] + [s.busy_until for s in self.streams if s.id in block.recorded]
+            )
+        self.free_blocks.append(block)
+
+    def record_stream(self, tensor: torch.Tensor, stream) -> None:
+        """``tensor.record_stream(stream)``: the tensor's block, once freed, is not reused before
+        the work queued on ``stream`` at that time completes."""
+        info = self.on_device.get(tensor)
+        if info is not None and info.block is not None and hasattr(stream, "id"):
+            if stream.id != info.block.stream:
+                info.block.recorded.add(stream.id)
+
+    def _register(
+        self, tensor: torch.Tensor, ready_at: float, pinned: bool, non_blocking: bool, write_start
+    ) -> None:
+        info = DeviceTensorInfo(self.current.id, ready_at, pinned, non_blocking, self.transfers)
+        info.block = self._allocate(tensor, write_start)
+        self.on_device[tensor] = info
+
     # --- work -----------------------------------------------------------------------
     def launch(
         self, ms: float, *, reads: Iterable[torch.Tensor] = (), label: str = "kernel", stream=None
@@ -260,17 +402,20 @@ class SimulatedCuda:
                 self.races.append(message)
                 raise RaceError(message)
         end = start + ms / 1000.0
+        for tensor in reads:
+            info = self.on_device.get(tensor)
+            if info is not None and info.block is not None:
+                info.block.readers.append((stream.id, end))
         stream.busy_until = end
         self.kernels.append(KernelRecord(stream.id, label, start, end))
         self.launches += 1
         return end
 
     def produce(self, tensor: torch.Tensor, ready_at: float | None = None) -> torch.Tensor:
-        """Mark ``tensor`` as a device tensor written by the work queued so far on the current stream."""
+        """Mark ``tensor`` as a device tensor written by the work queued so far on the current
+        stream (memory allocated on that stream)."""
         ready = self.current.busy_until if ready_at is None else ready_at
-        self.on_device[tensor] = DeviceTensorInfo(
-            self.current.id, ready, False, True, self.transfers
-        )
+        self._register(tensor, ready, False, True, write_start=min(ready, self.current.busy_until))
         return tensor
 
     def copy_to_device(
@@ -306,14 +451,26 @@ class SimulatedCuda:
             self.sleep_until(end)
         label = "H2D copy" + ("" if pinned else " (pageable)")
         self.kernels.append(KernelRecord(self.current.id, label, start, end))
-        self.on_device[out] = DeviceTensorInfo(
-            self.current.id, end, pinned, non_blocking, self.transfers
-        )
+        if dst is None:
+            self._register(out, end, pinned, non_blocking, write_start=start)
+        else:
+            self.on_device[out] = DeviceTensorInfo(
+                self.current.id,
+                end,
+                pinned,
+                non_blocking,
+                self.transfers,
+                block=self._block_of(dst),
+            )
         return out
+
+    def _block_of(self, tensor: torch.Tensor) -> Block | None:
+        info = self.on_device.get(tensor)
+        return info.block if info is not None else None
 
     def matmul_tflops(self, dtype: torch.dtype, *dims: int) -> float:
         """The simulated throughput of a matmul of this dtype and these dimensions."""
-        if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+        if dtype == torch.float32 and _tf32_matmuls():
             peak, granule = SIM_MATMUL_TFLOPS["tf32"], 4
         elif dtype in (torch.float16, torch.bfloat16):
             peak, granule = SIM_MATMUL_TFLOPS[dtype], 8
@@ -329,9 +486,18 @@ class SimulatedCuda:
         if k != k2:
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})")
         ms = 2.0 * m * k * n / (self.matmul_tflops(a.dtype, m, k, n) * 1e12) * 1000.0
+        queue = self.__dict__.setdefault("_matmul_queue", collections.deque())
+        if self.virtual_time:
+            while queue and queue[0] <= self.now():
+                queue.popleft()
+            if len(queue) >= SIM_QUEUE_DEPTH:  # the launch queue is full: wait for a slot
+                self.sleep_until(queue.popleft())
         end = self.launch(ms, reads=(a, b), label="matmul")
+        if self.virtual_time:
+            queue.append(end)
+            self._vclock += SIM_LAUNCH_S  # the kernel starts at once; the host returns later
         out = torch.empty(m, n, dtype=a.dtype)
-        self.on_device[out] = DeviceTensorInfo(self.current.id, end, False, True, self.transfers)
+        self._register(out, end, False, True, write_start=end - ms / 1000.0)
         return out
 
     def pin(self, src: torch.Tensor) -> torch.Tensor:
@@ -346,10 +512,10 @@ class SimulatedCuda:
         return out
 
     def device_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Register a freshly made tensor as living on the simulated device (ready now)."""
-        self.on_device[tensor] = DeviceTensorInfo(
-            self.current.id, self.now(), False, True, self.transfers
-        )
+        """Register a freshly made tensor as living on the simulated device (allocated on the
+        current stream; written when the work queued there so far is done)."""
+        ready = max(self.now(), self.current.busy_until)
+        self._register(tensor, ready, False, True, write_start=ready)
         return tensor
 
     def synchronize(self, *_args, **_kwargs) -> None:
@@ -497,6 +663,10 @@ class _TransferMode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "pin_memory":
             return self.sim.pin(args[0])
+        if kwargs.get("pin_memory") is True and not _device_is_cuda(kwargs.get("device")):
+            # torch.empty(n, pin_memory=True): made in ordinary memory, pinned as .pin_memory()
+            kwargs = {k: v for k, v in kwargs.items() if k != "pin_memory"}
+            return self.sim.pin(func(*args, **kwargs))
         if (
             name == "copy_"
             and len(args) > 1
@@ -563,6 +733,56 @@ def _targets_cuda(name: str, args, kwargs) -> bool:
     if name == "cuda":
         return True
     return _device_is_cuda(kwargs.get("device", args[1] if len(args) > 1 else None))
+
+
+def _tf32_matmuls() -> bool:
+    """Whether float32 matmuls may use TF32 now. Reads ``fp32_precision`` where it exists
+    (torch >= 2.9): reading the legacy ``allow_tf32`` after ``fp32_precision`` was set raises."""
+    matmul = torch.backends.cuda.matmul
+    mode = getattr(matmul, "fp32_precision", "none")
+    if mode in ("tf32", "ieee"):
+        return mode == "tf32"
+    try:
+        return bool(matmul.allow_tf32)
+    except RuntimeError:  # a mix of the legacy and new flags
+        return False
+
+
+def _timer_patches(sim: SimulatedCuda) -> list:
+    """Make ``timeit`` and ``torch.utils.benchmark.Timer`` read the virtual clock.
+
+    ``timeit.Timer`` and torch's Timer bind their clock when they are defined (a default
+    argument, a class attribute), so patching ``time`` alone does not reach them. Torch's
+    default timer synchronizes the accelerator before reading the clock (torch >= 2.11 on a
+    GPU; on a machine without one, torch 2.11 picked the plain clock when it was imported):
+    in the simulation it always does, as on a real GPU. A clock passed explicitly
+    (``timer=time.perf_counter``) reads the virtual clock without synchronizing, as it would
+    on a GPU.
+    """
+    import timeit
+
+    from torch.utils.benchmark.utils import timer as bench_timer
+
+    torch_default = bench_timer.timer
+    real = (*_REAL_CLOCKS, timeit.default_timer)
+
+    def plain(clock):
+        return sim._host_clock_read if clock is None or any(clock is c for c in real) else clock
+
+    class SimTimeitTimer(timeit.Timer):
+        def __init__(self, stmt="pass", setup="pass", timer=None, globals=None):
+            super().__init__(stmt, setup, plain(timer), globals)
+
+    class SimTorchTimeitTimer(timeit.Timer):
+        def __init__(self, stmt="pass", setup="pass", timer=None, globals=None):
+            clock = sim._synchronized_clock_read if timer is torch_default else plain(timer)
+            super().__init__(stmt, setup, clock, globals)
+
+    return [
+        mock.patch.object(timeit, "default_timer", sim._host_clock_read),
+        mock.patch.object(timeit, "Timer", SimTimeitTimer),
+        mock.patch.object(bench_timer.Timer, "_timer_cls", SimTorchTimeitTimer),
+    ]
 
 
 def _sleep_until(deadline: float) -> None:
@@ -636,8 +856,10 @@ def simulated_cuda(
         mock.patch.object(torch.cuda, "get_device_name", sim.get_device_name),
         mock.patch.object(torch.cuda, "get_device_properties", sim.get_device_properties),
         mock.patch.object(torch.cuda, "is_initialized", lambda: True),
-        # The allocator bookkeeping has nothing to do here (and rejects simulated streams).
-        mock.patch.object(torch.Tensor, "record_stream", lambda self, stream: None),
+        # record_stream is played by the simulated allocator (memory reuse across streams).
+        mock.patch.object(
+            torch.Tensor, "record_stream", lambda self, stream: sim.record_stream(self, stream)
+        ),
         mock.patch.object(torch.cuda, "memory_allocated", lambda device=None: sim.allocated),
         mock.patch.object(torch.cuda, "max_memory_allocated", lambda device=None: sim.peak),
         mock.patch.object(torch.cuda, "memory_reserved", lambda device=None: sim.reserved),
@@ -653,6 +875,7 @@ def simulated_cuda(
             mock.patch.object(time, "monotonic", sim._host_clock_read),
             mock.patch.object(time, "time", sim._host_clock_read),
             mock.patch.object(time, "perf_counter_ns", lambda: int(sim._host_clock_read() * 1e9)),
+            *_timer_patches(sim),
         ]
     accel = getattr(torch, "accelerator", None)
     if accel is not None:
@@ -691,13 +914,39 @@ SYNCHRONIZING_CALLS = {
     "masked_select": "torch.masked_select (output size depends on the data)",
 }
 
+#: What :class:`SyncRecorder` records for a blocking copy from a device tensor to the CPU.
+TO_CPU = ".to('cpu') of a device tensor (a blocking device-to-host copy)"
+COPY_TO_CPU = "cpu_tensor.copy_(device_tensor) (a blocking device-to-host copy)"
+#: ... and for ``torch.where`` with the condition alone (``torch.nonzero`` by another name).
+WHERE_ONE_ARG = (
+    "torch.where(condition) with one argument (= nonzero: output size depends on the data)"
+)
+#: The records that need a tensor on a device other than the CPU to be seen (see SyncRecorder).
+DEVICE_TO_HOST = (TO_CPU, COPY_TO_CPU)
+
 
 class SyncRecorder(TorchFunctionMode):
     """Record the tensor calls that would synchronize the host with a GPU.
 
     Use as a context manager; afterwards :attr:`calls` lists the descriptions of the
-    synchronizing calls made inside, in order (see :data:`SYNCHRONIZING_CALLS`), and
-    boolean-mask indexing (``x[x > 0]``) is recorded as well.
+    synchronizing calls made inside, in order: the calls of :data:`SYNCHRONIZING_CALLS`
+    (recorded whatever the tensor's device: on the CPU they stand for the same calls on a
+    GPU), boolean-mask indexing (``x[x > 0]``), ``torch.where(condition)`` with one argument,
+    and blocking copies from a device to the CPU:
+
+    * ``t.to("cpu")``, ``t.to(device="cpu")``, ``t.to(torch.device("cpu"))``,
+      ``t.to(cpu_tensor)`` (:data:`TO_CPU`) and ``cpu_tensor.copy_(t)`` (:data:`COPY_TO_CPU`)
+      when ``t`` lives on a device other than the CPU. A move to the device a tensor already
+      lives on, a dtype change and ``t.to("cpu", non_blocking=True)`` (which copies into
+      pinned memory without waiting) are not recorded, nor is ``copy_`` with
+      ``non_blocking=True`` into a pinned CPU tensor.
+
+    A copy is a device change only when the source is not on the CPU, so to see these, run the
+    code on tensors of PyTorch's ``meta`` device (shapes and dtypes, no data), which stands for
+    the GPU here: the recorder then replaces every copy of a meta tensor to the CPU (recorded
+    or not), which could not read data that a meta tensor does not have, by an uninitialised
+    CPU tensor of the right shape and dtype, so the code runs on and every such copy is
+    counted. (``.item()`` and the like still raise on meta tensors after being recorded.)
     """
 
     def __init__(self) -> None:
@@ -709,16 +958,36 @@ class SyncRecorder(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name in SYNCHRONIZING_CALLS:
             self.calls.append(SYNCHRONIZING_CALLS[name])
+            if name == "cpu" and args and _is_meta(args[0]):
+                return _stand_in(args[0], args[0].dtype)
         elif name == "__getitem__" and len(args) > 1 and _has_bool_tensor(args[1]):
             self.calls.append("boolean-mask indexing x[mask] (output size depends on the data)")
+        elif name == "where" and len(args) + len(kwargs) == 1:
+            self.calls.append(WHERE_ONE_ARG)
+        elif name == "to" and args and isinstance(args[0], torch.Tensor):
+            target = _to_target(args, kwargs)
+            if target is not None and _blocking_to_host(args[0], *target):
+                self.calls.append(TO_CPU)
+            if target is not None and _is_meta(args[0]) and _is_cpu(target[0]):
+                return _stand_in(args[0], target[1] or args[0].dtype)
+        elif name == "copy_" and len(args) > 1:
+            if _is_copy_to_host(args, kwargs):
+                self.calls.append(COPY_TO_CPU)
+            if _is_meta(args[1]) and isinstance(args[0], torch.Tensor) and _is_cpu(args[0].device):
+                return args[0]
         return func(*args, **kwargs)
 
     def summary(self) -> str:
         """The recorded calls with counts, e.g. ``".item() x4, float(tensor) x1"``."""
-        counts: dict[str, int] = {}
-        for call in self.calls:
-            counts[call] = counts.get(call, 0) + 1
-        return ", ".join(f"{call} x{n}" for call, n in counts.items())
+        return summarize(self.calls)
+
+
+def summarize(calls: list[str]) -> str:
+    """Recorded calls with counts, in order of first appearance: ``".item() x4, ..."``."""
+    counts: dict[str, int] = {}
+    for call in calls:
+        counts[call] = counts.get(call, 0) + 1
+    return ", ".join(f"{call} x{n}" for call, n in counts.items())
 
 
 def _has_bool_tensor(index) -> bool:
@@ -727,3 +996,50 @@ def _has_bool_tensor(index) -> bool:
     if isinstance(index, tuple):
         return any(_has_bool_tensor(i) for i in index)
     return False
+
+
+def _is_meta(tensor) -> bool:
+    return isinstance(tensor, torch.Tensor) and tensor.device.type == "meta"
+
+
+def _is_cpu(device) -> bool:
+    return device is not None and torch.device(device).type == "cpu"
+
+
+def _stand_in(src: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """What a copy of a meta tensor to the CPU returns under the recorder: no data to copy."""
+    return torch.empty(src.shape, dtype=dtype, device="cpu")
+
+
+def _to_target(args, kwargs):
+    """``(device, dtype, non_blocking)`` of a ``Tensor.to`` call, or None when the arguments
+    are not a valid ``to`` call (the call itself then raises)."""
+    try:
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+    except (TypeError, RuntimeError, ValueError):
+        return None
+    return device, dtype, bool(non_blocking)
+
+
+def _blocking_to_host(src: torch.Tensor, device, dtype, non_blocking: bool) -> bool:
+    """Whether ``src.to(device, dtype, non_blocking)`` is a device-to-host copy that makes the
+    host wait: the target is the CPU, the source is not, and the copy is blocking (a
+    non-blocking one from a GPU lands in pinned memory and returns at once)."""
+    return _is_cpu(device) and src.device.type != "cpu" and not non_blocking
+
+
+def _is_copy_to_host(args, kwargs) -> bool:
+    """Whether ``dst.copy_(src, non_blocking)`` copies a device tensor into a CPU tensor in a
+    way that makes the host wait (anything but a non-blocking copy into pinned memory)."""
+    dst, src = args[0], args[1]
+    if not (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)):
+        return False
+    if dst.device.type != "cpu" or src.device.type == "cpu":
+        return False
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False) is True
+    if non_blocking:
+        try:
+            return not dst.is_pinned()
+        except RuntimeError:  # no accelerator to ask: nothing is pinned
+            return True
+    return True

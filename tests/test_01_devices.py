@@ -86,7 +86,7 @@ def test_seed_check_names_the_forgotten_generator():
         checks.check_seed_everything(torch_only)
 
 
-def test_visible_gpu_count_check_restores_nothing_it_did_not_change():
+def test_visible_gpu_count_check_puts_back_what_the_answer_changed():
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
 
     def sets_environ(value):
@@ -94,10 +94,32 @@ def test_visible_gpu_count_check_restores_nothing_it_did_not_change():
         return torch.cuda.device_count()
 
     try:
-        with pytest.raises(CheckFailed, match="already initialised"):
+        with pytest.raises(CheckFailed, match="read once, at CUDA initialisation"):
             checks.check_visible_gpu_count(sets_environ)
+        assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
     finally:
         if before is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         else:
             os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+@pytest.mark.parametrize(
+    "value, count",
+    [(None, 4), ("", 0), ("-1", 0), ("0", 1), ("2,0", 2), ("1,-1,3", 1), ("5", 0), ("0,0", 0),
+     ("3,4", 1), ("1gpu2,2", 2)],
+)  # fmt: skip
+def test_simulated_machine_counts_visible_devices_as_cuda_does(value, count):
+    from grader.simulated_site.sitecustomize import visible_count
+
+    assert visible_count(value, 4) == count
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU machine on a CPU-only host")
+def test_fresh_process_sees_the_simulated_machine():
+    """The simulated machine reaches a child started with a copy of the environment, as the
+    reference starts it, and tells CUDA_VISIBLE_DEVICES values apart."""
+    seen = reference_fn(A, "visible_gpu_count")
+    probe = checks._probe_visible_gpu_count
+    result = probe(seen, ("0,1", "3"), True)
+    assert [r["value"] for r in result["records"]] == [2, 1]

@@ -38,7 +38,7 @@ def test_sync_points_answer_key_covers_every_snippet():
 
 def test_cpu_recorder_agrees_with_the_answer_key():
     """The SyncRecorder sees, on the CPU, the same synchronizing calls the key lists."""
-    assert checks.recorded_sync_points("cpu") == reference_fn(A, "SYNC_POINTS")
+    assert checks.recorded_sync_points() == reference_fn(A, "SYNC_POINTS")
 
 
 @pytest.mark.parametrize("name", ["time_gpu", "mean_loss_without_sync", "pipeline_time"])
@@ -122,3 +122,132 @@ def test_measured_sync_points_needs_cuda():
         pytest.skip("this machine has a GPU; see test_cuda.py")
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         checks.measured_sync_points()
+
+
+def test_checks_are_judged_in_the_grading_process():
+    assert checks.JUDGED_IN_GRADER is True
+
+
+def test_mean_loss_check_catches_a_copy_to_the_cpu_per_batch():
+    def to_cpu_each_batch(model, batches, loss_fn):
+        device = next(model.parameters()).device
+        with torch.no_grad():
+            losses = [loss_fn(model(x), y).to(torch.device("cpu")) for x, y in batches]
+        return torch.stack(losses).mean().to(device)
+
+    with pytest.raises(CheckFailed, match=r"\.to\('cpu'\) of a device tensor .* x5"):
+        checks.check_mean_loss_without_sync(to_cpu_each_batch)
+
+
+def test_mean_loss_check_accepts_moves_to_the_model_device():
+    """Moving to the model's device (the CPU, in the CPU check) is not a copy to the host."""
+
+    def moves(model, batches, loss_fn):
+        device = next(model.parameters()).device
+        model.to(device)
+        total = torch.zeros((), device=device)
+        for x, y in batches:
+            total = total + loss_fn(model(x.to(device)), y.to(device=device)).detach().to(total)
+        return (total / len(batches)).to(device)
+
+    checks.check_mean_loss_without_sync(moves)
+
+
+def test_time_gpu_check_says_why_a_benchmark_timer_does_not_fit():
+    from torch.utils import benchmark
+
+    def with_timer(fn, *args, warmup=3, repeat=10):
+        timer = benchmark.Timer(stmt="fn(*args)", globals={"fn": fn, "args": args})
+        return timer.blocked_autorange(min_run_time=0.05).median * 1e3
+
+    with pytest.raises(CheckFailed, match="benchmark.Timer chooses its own number of calls"):
+        checks.check_time_gpu(with_timer)
+
+
+def test_demo_snippets_are_not_the_exercise_snippets():
+    assert not set(checks.DEMO_SNIPPETS.values()) & set(checks.SYNC_SNIPPETS.values())
+    assert not set(checks.DEMO_SNIPPETS) & set(checks.SYNC_SNIPPETS)
+
+
+def test_no_cell_above_the_exercise_runs_its_snippets_through_a_tool():
+    """SYNC_POINTS is for the student to derive: the notebook shows the tools on other snippets."""
+    from grader import course
+
+    nb = course.read(course.source_path(A))
+    for cell in nb.cells:
+        if course.nbgrader_meta(cell):
+            continue
+        assert "sync_report(SYNC_SNIPPETS" not in cell.source
+        assert "recorded_sync_points(" not in cell.source
+        assert "measured_sync_points(" not in cell.source
+
+
+def test_sync_report_prints_each_snippet(capsys):
+    result = checks.sync_report(checks.DEMO_SNIPPETS)
+    out = capsys.readouterr().out
+    assert set(result) == set(checks.DEMO_SNIPPETS)
+    assert all(name in out for name in checks.DEMO_SNIPPETS)
+    if not torch.cuda.is_available():
+        assert result["float"] and not result["argmax"]
+
+
+def test_pipeline_exercise_states_the_model():
+    """The exercise's markdown gives both totals and both regimes, so the model can be derived."""
+    from grader import course
+
+    nb = course.read(course.source_path(A))
+    text = next(c.source for c in nb.cells if c.get("id") == "md-17")
+    for formula in ("n·(t1 + t2 + t3)", "t1 + n·t2 + t3", "n·t1 + t2 + t3", "t2 ≥ t1", "t1 > t2"):
+        assert formula in text, formula
+
+
+def test_probes_are_module_level_functions_of_the_grader():
+    from grader import remote
+
+    probes = [getattr(checks, n) for n in dir(checks) if n.startswith("_probe_")]
+    assert len(probes) >= 5
+    for probe in probes:
+        remote._require_probe(probe)  # raises TypeError otherwise
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+@pytest.mark.parametrize(
+    "name, passes",
+    [
+        ("reference", True),
+        ("correct_time_gpu_events_one_sync", True),
+        ("wrong_time_gpu_no_sync", False),
+    ],
+)
+def test_time_gpu_cuda_check_logic_on_a_simulated_gpu(name, passes, monkeypatch):
+    """The CUDA check's own logic (probe, reference timed on the grading side, ratio), with
+    torch.cuda._sleep played as a 20 ms kernel of the simulated GPU."""
+    from grader import samples
+    from grader.simulate import simulated_cuda
+
+    if name == "reference":
+        fn = reference_fn(A, "time_gpu")
+    else:
+        (sample,) = [s for s in samples.load_samples(A) if s.name == name]
+        namespace: dict = {}
+        exec(sample.cells["time_gpu"], namespace)
+        fn = namespace["time_gpu"]
+    with simulated_cuda() as sim:
+        monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: sim.launch(cycles / 1e6))
+        if passes:
+            checks.check_time_gpu_cuda(fn)
+        else:
+            with pytest.raises(CheckFailed, match="synchronize before reading the clock"):
+                checks.check_time_gpu_cuda(fn)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+def test_sync_points_cuda_check_compares_with_the_measurement(monkeypatch):
+    from grader.simulate import simulated_cuda
+
+    key = reference_fn(A, "SYNC_POINTS")
+    monkeypatch.setattr(checks, "measured_sync_points", lambda: dict(key))
+    with simulated_cuda():
+        checks.check_sync_points_cuda(key)
+        with pytest.raises(CheckFailed, match="set_sync_debug_mode on this GPU for 1 snippet"):
+            checks.check_sync_points_cuda({**key, "to_cpu_non_blocking": True})

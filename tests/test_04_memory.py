@@ -9,6 +9,7 @@ from torch import nn
 
 from grader import ch04_memory as checks
 from grader.common import CheckFailed
+from grader.simulate import SimulatedCuda, simulated_cuda
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -70,3 +71,139 @@ def test_leak_check_names_the_step():
 
     with pytest.raises(CheckFailed, match="graph of step 0 was still alive at step 2"):
         checks.check_train_without_leak(leaky)
+
+
+def test_checks_are_judged_in_the_grading_process():
+    assert checks.JUDGED_IN_GRADER is True
+
+
+def _fake_gpu(monkeypatch) -> dict:
+    """The simulated caching allocator behind torch.cuda.memory_allocated, playing the one-time
+    allocations of a real GPU: a 32 MiB cuBLAS workspace at the first matmul of the calling
+    thread (forward) and another at the first backward (the autograd engine's thread), both
+    kept afterwards. Tensors themselves stay on the CPU and count nothing."""
+    sim = SimulatedCuda()
+    made: dict[str, int] = {}
+    linear, backward = torch.nn.functional.linear, torch.autograd.backward
+
+    def first(kind):
+        if kind not in made:
+            made[kind] = sim.malloc(32 * 2**20)
+
+    def fake_linear(*args, **kwargs):
+        first("forward")
+        return linear(*args, **kwargs)
+
+    def fake_backward(*args, **kwargs):
+        first("autograd thread")
+        return backward(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", fake_linear)
+    monkeypatch.setattr(torch.autograd, "backward", fake_backward)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: sim.allocated)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    return made
+
+
+def test_training_step_measurement_warms_up_before_its_baseline(monkeypatch):
+    """The CUDA check's measurement must not count one-time allocations (the cuBLAS workspace
+    of the autograd thread, 32 MiB on an H100, made the reference score 0.941 < 0.95): with
+    the model's own tensors on the CPU, the step must measure 0 bytes on the simulated
+    allocator; a baseline taken before the warm-up would measure both workspaces."""
+    made = _fake_gpu(monkeypatch)
+    assert checks.measure_training_step_bytes("cpu") == 0
+    assert set(made) == {"forward", "autograd thread"}
+    monkeypatch.undo()
+    _fake_gpu(monkeypatch)
+    monkeypatch.setattr(checks, "warm_up_training_step", lambda device: None)
+    assert checks.measure_training_step_bytes("cpu") == 64 * 2**20  # what the bug measured
+
+
+def test_cuda_check_is_asked_about_the_measured_architecture():
+    """The model the student's function sees in the CUDA check has the measured step's
+    parameters: Adam's 4x their bytes is the measured figure on a GPU."""
+    got = reference_fn(A, "training_memory_bytes")(checks._MODELS["training_step"](), "adam")
+    weights = 8 * (2048 * 2048 + 2048) * 4
+    assert got["total"] == 4 * weights
+
+
+def test_pin_memory_at_creation_is_played_on_the_simulated_link():
+    def created_pinned(nbytes, pinned):
+        import time
+
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+        assert host.is_pinned() == pinned
+        dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dev.copy_(host, non_blocking=pinned)
+        torch.cuda.synchronize()
+        return nbytes / (time.perf_counter() - t0) / 1e9
+
+    checks.check_h2d_bandwidth(created_pinned)
+
+
+def test_probes_hand_back_plain_data():
+    from grader import handover
+
+    seen = checks._probe_train_without_leak(reference_fn(A, "train_without_leak"))
+    handover.check_data(seen)
+    assert seen["leaks"] == []
+    assert set(seen["params"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+def test_peak_check_requires_a_runtime_error_without_cuda():
+    """The exercise asks for RuntimeError without CUDA; an answer that resets the peak only once
+    CUDA is up passes the simulated allocator but returns 0 here (a sample could not show it:
+    on a GPU machine the answer is right)."""
+
+    def no_cuda_check(fn):
+        before = torch.cuda.memory_allocated()
+        if torch.cuda.is_initialized():
+            torch.cuda.reset_peak_memory_stats()
+        fn()
+        return int(torch.cuda.max_memory_allocated() - before)
+
+    with pytest.raises(CheckFailed, match="must raise RuntimeError"):
+        checks.check_peak_memory_bytes(no_cuda_check)
+
+
+def test_probes_are_module_level_functions_of_the_grader():
+    from grader import remote
+
+    probes = [getattr(checks, n) for n in dir(checks) if n.startswith("_probe_")]
+    assert len(probes) >= 6
+    for probe in probes:
+        remote._require_probe(probe)  # raises TypeError otherwise
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+def test_training_memory_bytes_cuda_check_logic(monkeypatch):
+    """The CUDA check's logic (the student's answer for the measured architecture against the
+    measurement made on the grading side), with the measurement played as exactly 4P."""
+    weights = 8 * (2048 * 2048 + 2048) * 4
+    monkeypatch.setattr(checks, "measure_training_step_bytes", lambda device: 4 * weights)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    checks.check_training_memory_bytes_cuda(reference_fn(A, "training_memory_bytes"))
+
+    def adam_one_state(model, optimizer="adam"):
+        got = reference_fn(A, "training_memory_bytes")(model, "sgd_momentum")
+        return got
+
+    with pytest.raises(CheckFailed, match="ratio 0.750"):
+        checks.check_training_memory_bytes_cuda(adam_one_state)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+def test_h2d_bandwidth_cuda_check_logic_on_the_simulated_link():
+    """The CUDA check's logic (the student's function measured by a probe, the reference on the
+    grading side, ratios) on the simulated link."""
+    with simulated_cuda(transfers=True, virtual_time=True, **checks.SIM_LINK):
+        checks.check_h2d_bandwidth_cuda(reference_fn(A, "h2d_bandwidth"))
+
+        def gib(nbytes, pinned):
+            return reference_fn(A, "h2d_bandwidth")(nbytes, pinned) * 1e9 / 2**30 / 2
+
+        with pytest.raises(CheckFailed, match="reference on this GPU"):
+            checks.check_h2d_bandwidth_cuda(gib)

@@ -1,13 +1,18 @@
 """05_tensor_cores: the checks accept the reference and written-differently answers and
-reject every listed mistake (matmul_tflops on the simulated GPU's matmul model)."""
+reject every listed mistake (matmul_tflops on the simulated GPU's matmul model, with any
+correct timer); CASE_FINDINGS gets partial credit per case, judged as under autograde."""
 
 import inspect
+import statistics
+import time
 
 import pytest
 import torch
 from torch import nn
+from torch.utils import benchmark
 
 from grader import ch05_tensor_cores as checks
+from grader import course, judge, remote, samples
 from grader.common import CheckFailed
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
@@ -33,6 +38,10 @@ def test_reference_has_the_curriculum_signature(name, signature):
     assert str(inspect.signature(reference_fn(A, name))) == signature
 
 
+def test_module_is_judged_in_the_grading_process():
+    assert checks.JUDGED_IN_GRADER is True
+
+
 @pytest.mark.parametrize("name", ["tensor_core_violations", "pad_linear", "matmul_tflops"])
 def test_reference_passes_every_check(name, capsys):
     run_every_check(checks, name, reference_fn(A, name))
@@ -41,14 +50,105 @@ def test_reference_passes_every_check(name, capsys):
 
 def test_reference_case_findings_pass_and_use_known_problems():
     findings = reference_fn(A, "CASE_FINDINGS")
-    run_every_check(checks, "case_findings", findings)
+    checks.check_case_findings(findings)
+    assert checks.check_case_findings_hidden(findings) is None
     assert set(findings) == set(checks.CASES)
     assert set().union(*findings.values()) <= set(checks.PROBLEMS)
 
 
-@pytest.mark.parametrize("sample", sample_params(A))
+def test_answer_key_has_no_activation_problem_and_the_data_bugs():
+    """Issue 15: Tanh/GELU is not a Tensor Core problem; the source's data-loading bugs are in."""
+    findings = reference_fn(A, "CASE_FINDINGS")
+    assert "math_heavy_activation" not in set().union(*findings.values())
+    assert "drop_last_discards_data" in findings["case1"]
+    assert "model_called_on_loader" in findings["case2"]
+    assert "feature_mismatch" in findings["case3"]
+    code = checks.CASES
+    assert (
+        "123" in code["case1"]
+        and "batch_size=64" in code["case1"]
+        and "drop_last=True" in code["case1"]
+    )
+    assert "model(loader)" in code["case2"]
+    assert "15" in code["case3"] and "Linear(128," in code["case3"]
+
+
+def _is_case_sample(sample) -> bool:
+    return "case_findings" in sample.cells
+
+
+@pytest.mark.parametrize(
+    "sample", [p for p in sample_params(A) if not _is_case_sample(p.values[0])]
+)
 def test_sample_scores_as_declared(sample):
     assert_sample_scores_as_declared(sample)
+
+
+def _judge_findings(code: str) -> judge.Verdict:
+    """Judge the CASE_FINDINGS test cell (hidden part included) as autograde does, on the
+    value ``code`` defines, through a local channel."""
+    namespace: dict = {}
+    exec(compile(code, "<sample>", "exec"), namespace)  # noqa: S102
+    nb = course.read(course.source_path(A))
+    test = next(t for t in course.test_cells(nb) if t.grade_id == "test_case_findings")
+
+    class Here:
+        def request(self, fn, target, args, kwargs):
+            handle = remote.Handle(target.__name__, namespace[target.__name__])
+            return remote.LOCAL.request(fn, handle, args, kwargs)
+
+    return judge.judge_cell(test.source, Here(), points=2)
+
+
+@pytest.mark.parametrize("sample", [p for p in sample_params(A) if _is_case_sample(p.values[0])])
+def test_case_sample_scores_as_declared(sample):
+    """CASE_FINDINGS gives partial credit (grader.judge.Partial), which the in-process grader
+    cannot see: judge the cell as autograde does and compare its fraction."""
+    verdict = _judge_findings(sample.cells["case_findings"])
+    if sample.is_mistake:
+        assert not verdict.passed and verdict.fraction < 1, sample.name
+    else:
+        assert verdict.passed and verdict.fraction == 1, verdict.outputs
+
+
+@pytest.mark.parametrize(
+    "name, fraction",
+    [("wrong_cases_every_option", 0.0), ("wrong_cases_misses_layout", (1 + 2 / 3 + 3 / 4) / 3)],
+)
+def test_partial_credit_per_case(name, fraction):
+    sample = next(s for s in samples.load_samples(A) if s.name == name)
+    verdict = _judge_findings(sample.cells["case_findings"])
+    assert verdict.fraction == pytest.approx(fraction)
+    assert verdict.outputs[-1]["output_type"] == "execute_result"
+    assert float(verdict.outputs[-1]["data"]["text/plain"]) == pytest.approx(2 * fraction, abs=1e-3)
+
+
+def test_guessing_scores_nothing_and_wrong_picks_cost():
+    truth = {"a", "b"}
+    assert checks.case_score({"a", "b"}, truth) == 1
+    assert checks.case_score({"a"}, truth) == 0.5
+    assert checks.case_score({"a", "x"}, truth) == 0
+    assert checks.case_score(set(checks.PROBLEMS), {"misaligned_features"}) == 0
+
+
+def test_feedback_teaches_without_giving_the_key(capsys):
+    findings = reference_fn(A, "CASE_FINDINGS")
+    answer = {k: set(v) for k, v in findings.items()}
+    answer["case2"] = (answer["case2"] - {"model_called_on_loader"}) | {"math_heavy_activation"}
+    result = checks.check_case_findings_hidden(answer)
+    assert isinstance(result, judge.Partial) and result < 1
+    out = capsys.readouterr().out
+    assert "case2: 2 of 3 problems found" in out and "1 problem(s) you listed is not" in out
+    assert "how the data reaches the model" in out
+    assert "model_called_on_loader" not in out and "math_heavy_activation" not in out
+    assert "case1" not in out.split("(partial credit per case)")[1].split("Tensor Cores need")[0]
+
+
+def test_unsolved_case_findings_is_not_attempted():
+    from grader.common import NotAttempted
+
+    with pytest.raises(NotAttempted):
+        checks.check_case_findings({"case1": None, "case2": None, "case3": None})
 
 
 def test_case1_violations_by_hand():
@@ -73,3 +173,77 @@ def test_torch_errors_are_not_mistaken_for_an_unsolved_exercise():
 
     with pytest.raises(CheckFailed, match="raised NotImplementedError: Cannot copy out of meta"):
         checks.check_pad_linear(crashes)
+
+
+def test_pad_linear_that_changes_the_old_layer_fails():
+    pad = reference_fn(A, "pad_linear")
+
+    def pads_and_scribbles(layer, multiple=8):
+        new = pad(layer, multiple)
+        with torch.no_grad():
+            layer.weight.mul_(2)
+        return new
+
+    with pytest.raises(CheckFailed, match="must not change the old layer"):
+        checks.check_pad_linear(pads_and_scribbles)
+
+
+# --------------------------------------------------------------------------- timers on the simulated GPU
+def _inputs(n, dtype):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.randn(n, n, device=device, dtype=dtype), torch.randn(
+        n, n, device=device, dtype=dtype
+    )
+
+
+def tflops_adaptive(n, dtype):
+    a, b = _inputs(n, dtype)
+    return (
+        2
+        * n**3
+        / benchmark.Timer("a @ b", globals={"a": a, "b": b}).adaptive_autorange().median
+        / 1e12
+    )
+
+
+def tflops_timer_timeit(n, dtype):
+    a, b = _inputs(n, dtype)
+    timer = benchmark.Timer("a @ b", globals={"a": a, "b": b})
+    timer.timeit(5)
+    return 2 * n**3 / timer.timeit(50).median / 1e12
+
+
+def tflops_events(n, dtype):
+    a, b = _inputs(n, dtype)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(7):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * n**3 / statistics.median(times) / 1e12
+
+
+def tflops_no_sync_loop(n, dtype):
+    a, b = _inputs(n, dtype)
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / statistics.median(times) / 1e12
+
+
+@pytest.mark.parametrize("fn", [tflops_adaptive, tflops_timer_timeit, tflops_events])
+def test_any_correct_timer_passes_on_the_simulated_gpu(fn, capsys):
+    checks.check_matmul_tflops(fn)
+    assert "OK:" in capsys.readouterr().out
+
+
+def test_a_timer_that_never_synchronizes_fails():
+    with pytest.raises(CheckFailed, match="synchronize"):
+        checks.check_matmul_tflops(tflops_no_sync_loop)

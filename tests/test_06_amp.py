@@ -30,7 +30,10 @@ A = "06_amp"
             "(model, inputs, targets, loss_fn, optimizer, scaler, *, device_type: str, "
             "dtype=torch.float16, max_grad_norm: float | None = None) -> torch.Tensor",
         ),
-        ("train_amp", "(model, loader, epochs, lr, device, dtype) -> list[float]"),
+        (
+            "train_amp",
+            "(model, loader, epochs, lr, device, dtype, val_loader=None) -> list[float]",
+        ),
     ],
 )
 def test_reference_has_the_curriculum_signature(name, signature):
@@ -42,6 +45,10 @@ def test_reference_passes_every_check(name, capsys):
     value = reference_fn(A, "AUTOCAST_DTYPES" if name == "autocast_dtypes" else name)
     run_every_check(checks, name, value)
     assert "OK:" in capsys.readouterr().out
+
+
+def test_module_is_judged_in_the_grading_process():
+    assert checks.JUDGED_IN_GRADER is True
 
 
 @pytest.mark.parametrize("sample", sample_params(A))
@@ -134,6 +141,57 @@ def test_cifar10_falls_back_to_fakedata_with_a_notice(tmp_path, monkeypatch, cap
     assert image.size == (32, 32) and 0 <= label < 10
     out = capsys.readouterr().out
     assert "NOTICE: CIFAR-10 could not be loaded" in out and "accuracies mean nothing" in out
+
+
+def test_resnet_demo_data_offline_with_gpu_sizes(tmp_path, monkeypatch, capsys):
+    """Issue 13.5: on a GPU without internet the demo asked a 1024-image FakeData for 10,000
+    images (IndexError on the first batch). The GPU sizes are cut to what the data set has."""
+    monkeypatch.setattr(torchvision.datasets.CIFAR10, "url", "http://127.0.0.1:9/absent.tar.gz")
+    data = checks.resnet_demo_data(on_gpu=True, root=tmp_path / "data")
+    assert data["name"].startswith("FakeData") and data["dtype"] == torch.float16
+    assert data["n_train"] == len(data["train"].dataset) == 1024
+    assert data["n_val"] == len(data["val"].dataset) == 1024
+    for loader in (data["train"], data["val"]):
+        images, labels = next(iter(loader))
+        assert images.shape == (128, 3, 32, 32) and labels.shape == (128,)
+    assert sum(len(y) for _, y in data["train"]) == 1024  # every index exists
+    assert "NOTICE" in capsys.readouterr().out
+
+
+def test_resnet_demo_data_cpu_sizes(tmp_path, monkeypatch):
+    monkeypatch.setattr(torchvision.datasets.CIFAR10, "url", "http://127.0.0.1:9/absent.tar.gz")
+    data = checks.resnet_demo_data(on_gpu=False, root=tmp_path / "data")
+    assert (data["n_train"], data["n_val"], data["dtype"]) == (128, 64, torch.bfloat16)
+
+
+def test_autocast_answers_are_not_printed_by_the_notebook():
+    """The notebook's demo measures other ops than the exercise's: the answers are derived."""
+    from grader import course
+
+    nb = course.read(course.source_path(A))
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "observed_autocast_dtypes" not in text and "format_autocast_table" not in text
+    cell = next(c.source for c in nb.cells if "def output_dtypes" in c.source)
+    demo = cell.split("demo_ops = {")[1].split("\n}")[0]
+    for op in ("F.softmax", "layer_norm", "mse_loss", "cross_entropy", "F.conv2d", "F.relu"):
+        assert op not in demo
+    assert "loss.dtype" not in cell
+
+
+def test_validation_check_catches_training_on_the_validation_set():
+    """A 'validation' that steps the optimizer changes training: caught."""
+    from grader.common import CheckFailed
+
+    ref = reference_fn(A, "train_amp")
+
+    def trains_on_val(model, loader, epochs, lr, device, dtype, val_loader=None):
+        losses = ref(model, loader, epochs, lr, device, dtype, val_loader)
+        if val_loader is not None:
+            ref(model, val_loader, 1, lr, device, dtype)
+        return losses
+
+    with pytest.raises(CheckFailed):
+        checks.check_train_amp(trains_on_val)
 
 
 def test_amp_step_check_explains_a_missing_update():

@@ -4,6 +4,9 @@ process launcher never waits forever and never needs a fixed port."""
 
 import inspect
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,7 +17,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from grader import ch07_multi_gpu as checks
-from grader import course
+from grader import course, distributed, samples
+from grader.common import CheckFailed, NotAttempted
 from grader.distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
@@ -195,7 +199,8 @@ def test_reference_ddp_script_trains_with_nccl_on_two_gpus(tmp_path):
     script = _write_reference_script(tmp_path)
     config = dict(checks.ddp_config(tmp_path), backend="nccl")
     spawn_script(script, 2, config, timeout_s=300)
-    expected = checks.single_process_training(load_script(script).make_model, config, 2)
+    x, y = checks.ddp_data(0)
+    expected = checks.single_process_training(load_script(script).make_model, x, y, config, 2)
     got = torch.load(config["out"])
     assert max((got[k] - expected[k]).abs().max().item() for k in expected) < 1e-4
 
@@ -225,3 +230,154 @@ def test_launchers_still_report_a_rank_that_raises(tmp_path):
         spawn_script(script, 2, {}, timeout_s=120)
     with pytest.raises(RanksFailed, match="KeyError"):
         run_torchrun(script, 2, timeout_s=120)
+
+
+# --------------------------------------------------------------------------- spawned ranks
+def _define_in_notebook(source: str, name: str, number: int):
+    """Define ``name`` as a notebook cell does: IPython's compiler registers the cell's text in
+    the line cache (where ipykernel's does too) and runs it in a ``__main__`` namespace."""
+    from IPython.core.compilerop import CachingCompiler
+
+    filename = CachingCompiler().cache(source, number=number)
+    namespace = {"__name__": "__main__"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+def _sample_cell(name: str) -> str:
+    (sample,) = [s for s in samples.load_samples(A) if s.name == name]
+    return sample.cells["average_gradients"]
+
+
+def test_fork_is_safe_only_without_accelerator_devices():
+    assert distributed.fork_is_safe() == (torch.cuda.device_count() == 0)
+    assert distributed.default_start_method() == ("fork" if distributed.fork_is_safe() else "spawn")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["correct_avg_one_flat_buffer", "correct_avg_helper_and_constant", "wrong_avg_no_division"],
+)
+def test_average_gradients_check_spawns_ranks_where_fork_is_unsafe(monkeypatch, name):
+    """On a GPU machine a kernel that has run a backward cannot fork ranks that run backward
+    (autograd's device threads); the check then spawns them and rebuilds the notebook's
+    function from its cell (helpers and constants of the cell included). Forced here, on the
+    CPU: correct answers pass, a wrong one fails as it does with fork."""
+    monkeypatch.setattr(distributed, "fork_is_safe", lambda: False)
+    methods = []
+    start = distributed._start_ranks
+
+    def spy(fn, world_size, args, backend, timeout_s, start_method):
+        methods.append(start_method)
+        return start(fn, world_size, args, backend, timeout_s, start_method)
+
+    monkeypatch.setattr(distributed, "_start_ranks", spy)
+    setup = "import torch\nimport torch.distributed as dist\n"  # an earlier cell's imports
+    fn = _define_in_notebook(setup + _sample_cell(name), "average_gradients", 101)
+    # a backward in the "kernel" first, as earlier cells of a notebook may run
+    torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
+    if name.startswith("correct"):
+        checks.check_average_gradients(fn)
+    else:
+        with pytest.raises(CheckFailed, match="divide the all-reduced sum"):
+            checks.check_average_gradients(fn)
+    assert methods == ["spawn"]
+
+
+def test_spawned_ranks_report_the_unsolved_stub(monkeypatch):
+    monkeypatch.setattr(distributed, "fork_is_safe", lambda: False)
+    stub = _define_in_notebook(
+        "def average_gradients(model) -> None:\n    raise NotImplementedError()\n",
+        "average_gradients",
+        103,
+    )
+    with pytest.raises(NotAttempted):
+        checks.check_average_gradients(stub)
+
+
+def test_a_notebook_function_runs_in_spawned_ranks_with_its_helpers():
+    helper_cell = "SCALE = 10.0\n\n\ndef scaled(t):\n    return t * SCALE\n"
+    scaled = _define_in_notebook(helper_cell, "scaled", 104)
+    cell = (
+        "import torch\nimport torch.distributed as dist\n\n\n"
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n\n\n"
+        "def world(rank, world_size):\n"
+        "    t = Box(scaled(torch.tensor([float(rank + 1)]))).v\n"
+        "    dist.all_reduce(t)\n"
+        "    return t.item()\n"
+    )
+    namespace = {"__name__": "__main__", "scaled": scaled}
+    from IPython.core.compilerop import CachingCompiler
+
+    filename = CachingCompiler().cache(cell, number=105)
+    exec(compile(cell, filename, "exec"), namespace)
+    assert run_ranks(namespace["world"], 2, start_method="spawn", timeout_s=120) == [30.0, 30.0]
+
+
+def test_a_function_without_source_cannot_be_sent_to_spawned_ranks():
+    namespace = {"__name__": "__main__"}
+    exec(compile("def f(rank, world_size):\n    return rank\n", "<nowhere>", "exec"), namespace)
+    with pytest.raises(TypeError, match="fresh process"):
+        distributed.portable(namespace["f"])
+    assert distributed.portable(checks.sampler_indices) is checks.sampler_indices
+    in_a_cell = _define_in_notebook("f = lambda rank, world_size: rank\n", "f", 106)
+    with pytest.raises(TypeError, match="define the function with def"):
+        distributed.portable(in_a_cell)
+
+
+def test_ddp_check_names_a_state_dict_saved_from_the_wrapper(tmp_path):
+    script = _write_reference_script(tmp_path)
+    text = script.read_text().replace(
+        'torch.save({k: v.cpu() for k, v in model.state_dict().items()}, config["out"])',
+        'torch.save(ddp_model.state_dict(), config["out"])',
+    )
+    assert text != script.read_text()
+    script.write_text(text)
+    with pytest.raises(CheckFailed, match="prefixes every key"):
+        checks.check_ddp_train(str(script))
+
+
+def test_probes_hand_back_plain_data_only(tmp_path):
+    """The DDP probe returns tensors and text, never the student's objects."""
+    from grader import handover
+
+    script = _write_reference_script(tmp_path)
+    x, y = checks.ddp_data(3)
+    seen = checks._probe_ddp_train(str(script), "spawn", 2, x, y, 3)
+    assert set(seen) == {"state"}
+    handover.check_data(seen)
+    assert sys.modules["grader.ch07_multi_gpu"].JUDGED_IN_GRADER is True
+
+
+_AFTER_TRACING = """
+import torch
+from IPython.core.compilerop import CachingCompiler
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from grader import ch07_multi_gpu as checks, distributed
+
+with FakeTensorMode():  # what tracing (torch.compile, export, explain) does on a CPU machine
+    torch.ones(1) * 2
+torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()  # autograd now runs a device thread
+assert distributed.fork_is_safe()  # no GPU: fork is tried first
+cell = CELL
+namespace = {"__name__": "__main__"}
+exec(compile(cell, CachingCompiler().cache(cell, number=1), "exec"), namespace)
+checks.check_average_gradients(namespace["average_gradients"])
+"""
+
+
+def test_forked_ranks_that_cannot_run_autograd_are_spawned_again(tmp_path):
+    """After tracing with fake tensors, a CPU-only process's autograd runs a device thread (a
+    stand-in CUDA device guard counts one device), so forked ranks cannot run backward: the
+    launcher sees their error and spawns the ranks again. In a fresh process, to keep this one's
+    autograd as it is."""
+    cell = "import torch.distributed as dist\n\n" + _sample_cell("correct_avg_one_flat_buffer")
+    code = _AFTER_TRACING.replace("CELL", repr(cell))
+    env = dict(os.environ, PYTHONPATH=str(course.REPO))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK: average_gradients" in proc.stdout

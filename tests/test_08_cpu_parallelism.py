@@ -74,3 +74,52 @@ def test_max_overlap_equals_brute_force(spans):
     moments = {s for s, _ in intervals}
     brute = max((sum(s <= t < e for s, e in intervals) for t in moments), default=0)
     assert checks.max_overlap(intervals) == brute
+
+
+def test_the_checks_are_judged_in_the_grading_process():
+    assert checks.JUDGED_IN_GRADER is True
+
+
+def test_a_ratio_of_a_float_subclass_is_handed_over_as_a_float():
+    import numpy as np
+    import torch
+
+    from grader import handover
+
+    record = checks.number_attempt(lambda: np.float64(2.5))
+    assert record == {"ok": True, "value": 2.5, "type": "numpy.float64"}
+    assert type(record["value"]) is float
+    handover.check_data(record)
+    tensor = checks.number_attempt(lambda: torch.tensor(2.5))
+    assert tensor["ok"] and tensor["value"] is None and tensor["type"] == "torch.Tensor"
+    handover.check_data(tensor)
+
+
+def test_a_tensor_ratio_fails_with_its_type():
+    import time
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    def as_tensor(dataset, batch_size, workers):
+        def seconds(n):
+            start = time.perf_counter()
+            for _ in DataLoader(dataset, batch_size, num_workers=n):
+                pass
+            return time.perf_counter() - start
+
+        return torch.tensor(seconds(0) / seconds(workers))
+
+    with pytest.raises(CheckFailed, match="must return a float(.|\n)*torch.Tensor"):
+        checks.check_loader_speedup_hidden(as_tensor)
+
+
+def test_a_worker_error_keeps_its_type_across_the_handover():
+    """The exception re-raised by the student's parallel_map is judged by its class name, which
+    travels with the rebuilt exception (the class itself stays in the student's process)."""
+    seen = checks._probe_parallel_map(
+        reference_fn(A, "parallel_map"), checks.fail_on_three, range(6), 2, "thread"
+    )
+    assert not seen["record"]["ok"]
+    assert seen["record"]["error"]["types"][0] == "grader.ch08_cpu_parallelism.WorkerError"
+    assert seen["pid"] == os.getpid()

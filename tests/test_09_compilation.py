@@ -73,3 +73,40 @@ def test_fresh_process_runs_a_saved_program(tmp_path):
     (out,) = checks.run_in_fresh_process(path, [example])
     with torch.no_grad():
         assert torch.allclose(out, model(*example), atol=1e-6)
+
+
+def test_the_checks_are_judged_in_the_grading_process():
+    assert checks.JUDGED_IN_GRADER is True
+
+
+def test_explain_works_for_a_function_whose_globals_are_no_module():
+    """torch 2.11's dynamo imports the module named by an inlined function's globals (issue 13.10:
+    the reference's namespace); explain registers it for the time of the call, and only then."""
+    import sys
+
+    namespace = {"__name__": "not_a_module_of_this_course"}
+    source = (
+        "import torch\n\n\ndef branch_free(x):\n"
+        "    peak = x.abs().max()\n"
+        "    return torch.tanh(torch.where(peak > 1, x / peak, x)) * 2\n"
+    )
+    exec(compile(source, "<somewhere>", "exec"), namespace)
+    report = checks.explain(namespace["branch_free"], torch.randn(8) * 3)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert "not_a_module_of_this_course" not in sys.modules
+
+
+def test_the_branch_free_probe_hands_back_plain_data():
+    from grader import handover
+
+    xs = checks._branch_inputs(hidden=False)
+    seen = checks._probe_branch_free(reference_fn(A, "branch_free"), xs)
+    handover.check_data(seen)
+    assert [s["explain"]["graph_count"] for s in seen] == [1] * len(xs)
+
+
+def test_a_compile_speedup_as_numpy_float_is_accepted():
+    import numpy as np
+
+    record = checks.number_attempt(lambda: np.float64(3.0))
+    assert record["value"] == 3.0 and type(record["value"]) is float

@@ -10,6 +10,7 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import torch
 
 from grader import course, grading, samples, sandbox, scan
 
-from .bad_submissions import CASES, POINTS, REFERENCE
+from .bad_submissions import CASES, LINK, POINTS, REFERENCE, SECRET
 from .helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
@@ -42,10 +43,29 @@ def _reference_code(grade_id: str) -> str:
 
 def build_case(case, folder: Path) -> None:
     """Write the case's submission as ``folder/<student>/03_streams/``."""
-    out = folder / case.name / A
+    out = folder / case.student / A
     out.mkdir(parents=True)
     if case.edit == "missing":
         (out / "notes.txt").write_text("I could not finish this one.\n")
+        return
+    for name, content in case.files.items():
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str) and content.startswith(LINK):
+            link = content[len(LINK) :].format(solutions=course.SOLUTIONS, repo=course.REPO)
+            target.symlink_to(link)
+        elif isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+    if case.raw is not None:
+        (out / f"{A}.ipynb").write_bytes(case.raw)
+        return
+    if case.edit == "notebook_link":
+        (out / f"{A}.ipynb").symlink_to(course.source_path(A))
+        return
+    if case.edit == "notebook_folder":
+        (out / f"{A}.ipynb").mkdir()
         return
     code = {k: v.replace(REFERENCE, _reference_code(k)) for k, v in case.code.items()}
     nb = samples.build_submission(A, code)
@@ -59,7 +79,20 @@ def build_case(case, folder: Path) -> None:
             for c in nb.cells:
                 if course.nbgrader_meta(c).get("grade_id") == "test_run_on_streams":
                     c.source = "pass  # the test was in my way"
+    if case.tamper is not None:
+        case.tamper(nb)
     name = f"{A}-Copy1.ipynb" if case.edit == "rename" else f"{A}.ipynb"
+    if case.edit == "invalid_schema":
+        raw = json.loads(nbformat.writes(nb))
+        raw["made_by"] = "my own editor"
+        raw["nbformat_minor"] = 99
+        for cell in raw["cells"]:
+            cell.pop("id", None)
+            if cell["cell_type"] == "code":
+                cell.pop("outputs", None)
+                cell["execution_count"] = "three"
+        (out / name).write_text(json.dumps(raw))
+        return
     nbformat.write(nb, str(out / name))
 
 
@@ -119,9 +152,14 @@ def autograde(submitted: Path, work: Path, *extra: str, timeout: int = 1200):
         text=True,
         cwd=course.REPO,
         timeout=timeout,
+        env=_env_with_secret(),
     )
     rows = {r["student"]: r for r in csv.DictReader(report.open())} if report.is_file() else {}
     return proc, rows
+
+
+def _env_with_secret() -> dict:
+    return {**os.environ, "GRADER_SECRET_TOKEN": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}
 
 
 def _fingerprint() -> dict[str, str]:
@@ -148,7 +186,7 @@ def graded(tmp_path_factory):
 def test_the_command_grades_the_whole_batch(graded):
     proc = graded["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert set(graded["rows"]) == {c.name for c in CASES} | set(GOOD)
+    assert set(graded["rows"]) == {c.student for c in CASES} | set(GOOD)
     assert "flagged for review" in proc.stdout
 
 
@@ -162,7 +200,7 @@ def test_good_submissions_keep_their_exact_scores(graded, name):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_each_bad_submission_gets_its_declared_outcome(graded, case):
-    row = graded["rows"][case.name]
+    row = graded["rows"][case.student]
     assert row["status"] == case.status, row
     want = sum(POINTS[e][1 if GPU else 0] for e in case.exercises)
     assert float(row["score"]) == want, f"{case.name}: {case.what}\n{row}"
@@ -175,6 +213,31 @@ def test_each_bad_submission_gets_its_declared_outcome(graded, case):
 def test_no_submission_changed_the_course(graded):
     assert graded["after"] == graded["before"]
     assert not (course.REPO / "owned.txt").exists()
+    for leftover in (course.REPO / "PWNED", Path("/tmp/pwned"), Path("/tmp/sitecustomize.py")):
+        assert not leftover.exists(), leftover
+
+
+def test_no_secret_reaches_a_kernel(graded):
+    """The grading command's environment (tokens, keys) is not passed to kernels, so nothing a
+    student prints can show it in the graded notebook or the feedback."""
+    row = graded["rows"]["prints_environment"]
+    assert row["status"] == "graded"
+    nb = graded["work"] / "autograded" / "prints_environment" / A / f"{A}.ipynb"
+    text = nb.read_text()
+    assert "HOME" in text, "the environment was printed"
+    for path in (graded["work"] / "autograded").rglob("*.ipynb"):
+        assert SECRET not in path.read_text(errors="replace"), path
+
+
+def test_odd_folder_names_are_graded_under_their_names(graded):
+    from nbgrader.api import Gradebook
+
+    odd = [c.student for c in CASES if c.folder]
+    with Gradebook(f"sqlite:///{graded['work'] / 'gradebook.db'}") as gb:
+        ids = {s.student.id for s in gb.assignment_submissions(A)}
+    for name in odd:
+        assert name in ids, name
+        assert (graded["work"] / "autograded" / name / A / f"{A}.ipynb").is_file(), name
 
 
 def test_enormous_output_is_cut_in_the_graded_notebook(graded):
@@ -230,8 +293,6 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
     expected = build_class(submitted)
     for extra in submitted.iterdir():
         if extra.name not in ("reference", "blank", "mistake", "os_exit"):
-            import shutil
-
             shutil.rmtree(extra)
     report = tmp_path / "report.csv"
     cmd = [
@@ -256,7 +317,7 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
     finished_after = [
         f"{d.name}/result.json"
         for d in (work / "staging").glob("*__*")
-        if (d / "result.json").is_file() and d.name.replace("__", "/") not in done
+        if (d / "result.json").is_file() and _job_key(d) not in done
     ]
     assert not finished_after, f"a job went on grading after its command died: {finished_after}"
     assert 1 <= len(done) < 4
@@ -281,6 +342,11 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
     assert scores == {k: float(r["score"]) for k, r in again.items()}
 
 
+def _job_key(job_dir: Path) -> str:
+    job = json.loads((job_dir / "job.json").read_text())
+    return f"{job['student']}/{job['assignment']}"
+
+
 def _grading_processes(work: Path) -> list[str]:
     """Command lines of the grading jobs (and their kernels) of the working folder ``work``."""
     import psutil
@@ -288,7 +354,7 @@ def _grading_processes(work: Path) -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if str(work) in cmdline and ("grader.grading" in cmdline or "kernel" in cmdline):
+        if str(work) in cmdline and ("grader.job" in cmdline or "kernel" in cmdline):
             found.append(f"{proc.pid}: {cmdline[:200]}")
     return found
 
@@ -329,12 +395,24 @@ def test_scan_finds_nothing_in_references_and_samples(aid):
 
 
 #: Tampering found at run time (reads, writes, ctypes) by the guard and the sandbox, tested above.
-RUN_TIME_ONLY = {"segfault", "reads_gradebook_and_hidden_tests", "writes_outside_its_folder"}
+RUN_TIME_ONLY = {
+    "segfault",
+    "reads_gradebook_and_hidden_tests",
+    "writes_outside_its_folder",
+    "rewrites_own_memory",
+}
 
 
 @pytest.mark.parametrize(
     "case",
-    [c for c in CASES if c.review and c.code and c.name not in RUN_TIME_ONLY],
+    [
+        c
+        for c in CASES
+        if c.review
+        and c.code
+        and c.name not in RUN_TIME_ONLY
+        and not (c.files or c.tamper or c.edit or c.raw)
+    ],
     ids=lambda c: c.name,
 )
 def test_the_scan_flags_tampering_by_assignment_or_dynamic_code(case):

@@ -1,11 +1,19 @@
 """The CPU stand-ins: the simulated asynchronous GPU and the synchronization recorder."""
 
 import time
+from time import perf_counter as imported_perf_counter
 
 import pytest
 import torch
 
-from grader.simulate import RaceError, SyncRecorder, simulated_cuda
+from grader.simulate import (
+    COPY_TO_CPU,
+    TO_CPU,
+    WHERE_ONE_ARG,
+    RaceError,
+    SyncRecorder,
+    simulated_cuda,
+)
 
 pytestmark = pytest.mark.skipif(
     torch.cuda.is_available(), reason="simulated_cuda is for CPU-only machines"
@@ -70,6 +78,54 @@ def test_recorder_flags_synchronizing_calls(code, expected):
     with SyncRecorder() as rec:
         eval(code, {"x": x, "torch": torch})
     assert expected in rec.calls
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("m.to('cpu')", TO_CPU),
+        ("m.to(device='cpu')", TO_CPU),
+        ("m.to(torch.device('cpu'))", TO_CPU),
+        ("m.to('cpu', torch.float64)", TO_CPU),
+        ("m.to(c)", TO_CPU),
+        ("c.copy_(m)", COPY_TO_CPU),
+        ("c.copy_(m, non_blocking=True)", COPY_TO_CPU),  # pageable: CUDA waits for it
+        ("m.cpu()", ".cpu()"),
+        ("torch.where(c > 0)", WHERE_ONE_ARG),
+    ],
+)
+def test_recorder_flags_copies_to_the_host(code, expected):
+    """A meta tensor stands for a GPU tensor: moving it to the CPU is a device-to-host copy.
+    The recorder counts it and hands back a CPU tensor (no data), so the code runs on."""
+    m, c = torch.randn(8, device="meta"), torch.randn(8)
+    with SyncRecorder() as rec:
+        out = eval(code, {"m": m, "c": c, "torch": torch})
+    assert rec.calls == [expected]
+    if isinstance(out, torch.Tensor):
+        assert out.device.type == "cpu"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.to('meta')",
+        "m.to(m)",
+        "m.to(torch.float16)",
+        "m.to('cpu', non_blocking=True)",  # into pinned memory: returns before the copy is done
+        "c.to('cpu')",  # already there (the model's device, in a CPU check)
+        "c.to(torch.device('cpu'))",
+        "c.to(c)",
+        "c.copy_(c)",
+        "m.clone().copy_(m)",
+        "torch.where(c > 0, c, 0.0)",
+        "c.where(c > 0, 0.0)",
+    ],
+)
+def test_recorder_ignores_harmless_moves(code):
+    m, c = torch.randn(8, device="meta"), torch.randn(8)
+    with SyncRecorder() as rec:
+        eval(code, {"m": m, "c": c, "torch": torch})
+    assert rec.calls == []
 
 
 def test_recorder_ignores_device_side_work():
@@ -156,3 +212,82 @@ def test_virtual_clock_gives_exact_copy_times():
         end.synchronize()
         assert start.elapsed_time(end) == pytest.approx(10.0, abs=1e-6)
         assert sim.now() > t0
+
+
+# --------------------------------------------------------------------------- matmuls and timers
+def _sim_matmul_inputs(n=1024, dtype=torch.float16):
+    return torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(
+        n, n, device="cuda", dtype=dtype
+    )
+
+
+def test_benchmark_timer_synchronizes_and_reads_the_virtual_clock():
+    """torch.utils.benchmark.Timer's default timer synchronizes the GPU; in the simulation it
+    does too, on the virtual clock (torch 2.11 picked a plain clock at import on a CPU host)."""
+    from torch.utils import benchmark
+
+    from grader.simulate import SIM_MATMUL_TFLOPS
+
+    with simulated_cuda(transfers=True, virtual_time=True):
+        a, b = _sim_matmul_inputs()
+        timer = benchmark.Timer("a @ b", globals={"a": a, "b": b})
+        medians = [
+            timer.blocked_autorange(min_run_time=0.05).median,
+            timer.adaptive_autorange().median,
+            timer.timeit(20).median,
+        ]
+    expected = 2 * 1024**3 / (SIM_MATMUL_TFLOPS[torch.float16] * 1e12)
+    assert medians == pytest.approx([expected] * 3, rel=1e-3)
+
+
+def _timed_with_an_imported_clock(a, b):
+    torch.cuda.synchronize()
+    start = imported_perf_counter()
+    a @ b
+    torch.cuda.synchronize()
+    return imported_perf_counter() - start
+
+
+def test_timeit_and_a_clock_imported_by_name_read_the_virtual_clock():
+    import timeit
+
+    timed = _timed_with_an_imported_clock
+    with simulated_cuda(transfers=True, virtual_time=True) as sim, sim.clocks_seen_by(timed):
+        a, b = _sim_matmul_inputs()
+        by_name = timed(a, b)
+        by_timeit = timeit.timeit(lambda: (a @ b, torch.cuda.synchronize()), number=4) / 4
+    assert timed.__globals__["imported_perf_counter"] is time.perf_counter  # put back
+    assert by_name == pytest.approx(by_timeit, rel=1e-3)
+    assert by_name > 1e-6
+
+
+def test_a_launch_without_synchronize_costs_only_launch_time_and_the_queue_is_bounded():
+    from grader.simulate import SIM_LAUNCH_S, SIM_QUEUE_DEPTH
+
+    with simulated_cuda(transfers=True, virtual_time=True) as sim:
+        a, b = _sim_matmul_inputs(4096, torch.bfloat16)
+        t0 = time.perf_counter()
+        a @ b
+        one = time.perf_counter() - t0
+        for _ in range(SIM_QUEUE_DEPTH + 10):
+            a @ b
+        queued = len(sim.__dict__["_matmul_queue"])
+    assert one == pytest.approx(SIM_LAUNCH_S, rel=0.01)
+    assert queued <= SIM_QUEUE_DEPTH
+
+
+def test_tf32_state_is_read_without_mixing_legacy_and_new_flags():
+    from grader.simulate import SIM_MATMUL_TFLOPS
+
+    matmul = torch.backends.cuda.matmul
+    if not hasattr(matmul, "fp32_precision"):
+        pytest.skip("torch < 2.9 has no fp32_precision")
+    saved = matmul.fp32_precision
+    try:
+        with simulated_cuda(transfers=True, virtual_time=True) as sim:
+            matmul.fp32_precision = "tf32"
+            assert sim.matmul_tflops(torch.float32, 64, 64, 64) == SIM_MATMUL_TFLOPS["tf32"]
+            matmul.fp32_precision = "ieee"
+            assert sim.matmul_tflops(torch.float32, 64, 64, 64) == SIM_MATMUL_TFLOPS[torch.float32]
+    finally:
+        matmul.fp32_precision = saved

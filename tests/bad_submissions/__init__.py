@@ -10,7 +10,12 @@ Fields of :class:`Case`:
     code: grade id -> code of a solution cell (the other cells hold the reference);
         ``{reference}`` in it stands for the reference code of that cell.
     edit: how else the notebook is changed (``delete_tests``, ``edit_tests``, ``rename``,
-        ``missing``) or None.
+        ``missing``, ``notebook_link``, ``notebook_folder``) or None.
+    folder: the student's folder name (default: the case's name).
+    files: other entries of the submission folder: name -> text, bytes, or ``LINK + target``
+        for a symbolic link.
+    tamper: a function applied to the notebook (nbformat node) before it is written.
+    raw: bytes written as the notebook file instead of a notebook.
     exercises: the exercises that must still score full marks (``prefetch``, ``streams``);
         the others score 0.
     status: ``graded`` or ``missing``.
@@ -20,6 +25,7 @@ Fields of :class:`Case`:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: Points per exercise on a machine without a GPU, and with one (CUDA cells included).
@@ -33,6 +39,38 @@ def run_on_streams(fns):
 
 #: In a case's code, replaced by the reference solution of that cell.
 REFERENCE = "{reference}"
+#: In a case's files, a value starting with this is a symbolic link to the rest.
+LINK = "link:"
+#: Put in the grading command's environment by the test: it must never reach a kernel.
+SECRET = "course-secret-3f9a2c7e"
+
+#: Start-up files a submission writes, each replacing the grader's request handler, then the
+#: kernel is ended so that a fresh one starts (and would run them).
+FORGE_START_UP = """import os
+import pathlib
+import sys
+
+FORGE = "import grader.remote\\ngrader.remote.serve = lambda *a, **k: None\\n"
+home = pathlib.Path.home()
+ipy = pathlib.Path(os.environ.get("IPYTHONDIR", home / ".ipython"))
+version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+targets = [
+    ipy / "profile_default" / "startup" / "00-forge.py",
+    home / ".ipython" / "profile_default" / "startup" / "00-forge.py",
+    home / ".jupyter" / "jupyter_config.py",
+    home / ".local" / "lib" / version / "site-packages" / "usercustomize.py",
+    pathlib.Path.cwd() / "ipykernel_launcher.py",
+    pathlib.Path.cwd() / "sitecustomize.py",
+    pathlib.Path("/tmp") / "sitecustomize.py",
+]
+for target in targets:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(FORGE)
+    except OSError as e:
+        print("refused", e)
+os._exit(1)
+"""
 
 
 @dataclass
@@ -45,6 +83,53 @@ class Case:
     status: str = "graded"
     review: bool = False
     says: tuple[str, ...] = ()
+    folder: str | None = None
+    files: dict = field(default_factory=dict)
+    tamper: Callable | None = None
+    raw: bytes | None = None
+
+    @property
+    def student(self) -> str:
+        """The student's folder name."""
+        return self.folder or self.name
+
+
+def _cells_with(grade_id: str):
+    def pick(nb):
+        return [
+            c
+            for c in nb.cells
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id
+        ]
+
+    return pick
+
+
+def _raise_points(nb):
+    for cell in _cells_with("test_run_on_streams")(nb):
+        cell.metadata["nbgrader"]["points"] = 100
+
+
+def _rename_test(nb):
+    for cell in _cells_with("test_run_on_streams")(nb):
+        cell.metadata["nbgrader"]["grade_id"] = "my_own_cell"
+        cell.source = "print('OK: I graded myself')"
+
+
+def _remark_test_as_solution(nb):
+    for cell in _cells_with("test_run_on_streams")(nb):
+        cell.metadata["nbgrader"].update(grade=False, solution=True, locked=False)
+        cell.source = "pass"
+
+
+def _duplicate_answer(nb):
+    import copy
+
+    cell = _cells_with("run_on_streams")(nb)[0]
+    twin = copy.deepcopy(cell)
+    twin["id"] = "twin-cell"
+    twin.source = "def run_on_streams(fns):\n    return []\n"
+    nb.cells.insert(nb.cells.index(cell), twin)
 
 
 CASES = [
@@ -109,9 +194,9 @@ CASES = [
     ),
     Case(
         "deleted_test_cells",
-        "the student deleted both visible test cells: nbgrader restores them",
+        "the student deleted both visible test cells: they are put back",
         edit="delete_tests",
-        says=("deleted test cells restored",),
+        says=("deleted cells restored",),
     ),
     Case(
         "edited_test_cell",
@@ -119,7 +204,7 @@ CASES = [
         code={"run_on_streams": WRONG_STREAMS},
         edit="edit_tests",
         exercises=("prefetch",),
-        says=("edited test cells restored",),
+        says=("edited course cells restored",),
     ),
     Case(
         "renamed_notebook",
@@ -185,12 +270,13 @@ CASES = [
     ),
     Case(
         "delegates_to_reference",
-        "run_on_streams calls the course's own reference solution",
+        "run_on_streams calls the course's own reference solution, which the kernel cannot load",
         code={
             "run_on_streams": "from grader.course import reference\n\n\n"
             "def run_on_streams(fns):\n    return reference('03_streams').run_on_streams(fns)\n"
         },
-        review=True,  # the points are earned by the course's code: for a person to decide
+        exercises=("prefetch",),
+        review=True,
         says=("reference",),
     ),
     Case(
@@ -245,5 +331,270 @@ CASES = [
         exercises=("prefetch",),
         review=True,
         says=("exec",),
+    ),
+    # ---------------------------------------------------------------- 1. files shipped beside
+    Case(
+        "ships_grader_package",
+        "a wrong answer, and a grader/ package beside the notebook whose checks always pass",
+        code={"run_on_streams": WRONG_STREAMS},
+        files={
+            "grader/__init__.py": "",
+            "grader/ch03_streams.py": "def check_run_on_streams(*a, **k):\n    print('OK')\n",
+            "grader/remote.py": "def serve(*a, **k):\n    pass\n",
+            "grader/guard.py": "def install(*a, **k):\n    pass\n",
+        },
+        exercises=("prefetch",),
+        review=True,
+        says=("not used", "grader"),
+    ),
+    Case(
+        "ships_start_up_modules",
+        "ipykernel_launcher.py, sitecustomize.py, usercustomize.py, torch.py and a .pth file "
+        "beside the notebook, each of which would run first if imported",
+        files={
+            **{
+                name: "import os\nos.environ['PWNED'] = '1'\nopen('/tmp/pwned', 'w').write('x')\n"
+                for name in (
+                    "ipykernel_launcher.py",
+                    "sitecustomize.py",
+                    "usercustomize.py",
+                    "torch.py",
+                )
+            },
+            "evil.pth": "import os; os.environ['PWNED'] = '1'\n",
+            "ipython_kernel_config.py": "c = 1\n",
+        },
+        review=True,
+        says=("not used", "ipykernel_launcher.py"),
+    ),
+    Case(
+        "links_beside_the_notebook",
+        "links to the course's solutions and to the instructor's gradebook beside the notebook",
+        files={
+            "answers": LINK + "{solutions}",
+            "gradebook.db": LINK + "{repo}/grader/work/gradebook.db",
+        },
+        says=("not used", "answers"),
+    ),
+    Case(
+        "notebook_is_a_link",
+        "the notebook itself is a link to the reference solution in solutions/",
+        edit="notebook_link",
+        exercises=(),
+        status="missing",
+        review=True,
+        says=("link",),
+    ),
+    Case(
+        "notebook_is_a_folder",
+        "03_streams.ipynb is a folder",
+        edit="notebook_folder",
+        exercises=(),
+        status="missing",
+        says=("not a file",),
+    ),
+    # ---------------------------------------------------------------- 2. code before the guard
+    Case(
+        "start_up_files_then_exit",
+        "a wrong answer; the prefetch cell writes IPython and Jupyter start-up files, a "
+        "usercustomize module, an ipykernel_launcher.py and a sitecustomize.py into every "
+        "folder a new kernel reads at start-up, each replacing the grader's request handler, "
+        "then ends the kernel so a fresh one starts",
+        code={
+            "prefetch_to_device": REFERENCE + "\n" + FORGE_START_UP,
+            "run_on_streams": WRONG_STREAMS,
+        },
+        exercises=(),
+        says=("exited with status 1",),
+    ),
+    # ---------------------------------------------------------------- 3. around the guard
+    Case(
+        "input_transformer_swallows_requests",
+        "a wrong answer, and an input transformer that turns every later cell (the grader's "
+        "requests included) into a no-op",
+        code={
+            "run_on_streams": WRONG_STREAMS
+            + "\nip = get_ipython()\nip.input_transformers_post.append(lambda lines: ['pass\\n'])\n"
+        },
+        exercises=("prefetch",),
+        review=True,
+    ),
+    Case(
+        "event_hook_and_bdb",
+        "a wrong answer, and the grader's handler replaced from a pre_run_cell hook and "
+        "through bdb running a string (no exec written in the cell)",
+        code={
+            "run_on_streams": WRONG_STREAMS + "\nimport bdb\n\n\n"
+            "def hook(*args):\n    import grader.remote as r\n\n    r.serve = lambda *a, **k: None\n\n\n"
+            "get_ipython().events.register('pre_run_cell', hook)\n"
+            "bdb.Bdb().run('import grader.remote as r; r.serve = print')\n"
+        },
+        exercises=("prefetch",),
+        review=True,
+    ),
+    Case(
+        "thread_keeps_patching",
+        "a wrong answer, and a thread that keeps replacing the grader's handler and the "
+        "simulated GPU's clock",
+        code={
+            "run_on_streams": WRONG_STREAMS
+            + "\nimport threading\nimport time\n\nimport grader.remote\nimport grader.simulate\n\n\n"
+            "def loop():\n    while True:\n        grader.remote.serve = lambda *a, **k: None\n"
+            "        grader.simulate.SimulatedCuda.now = lambda self: 0.0\n"
+            "        time.sleep(0.001)\n\n\n"
+            "threading.Thread(target=loop, daemon=True).start()\n"
+        },
+        exercises=("prefetch",),
+        review=True,
+    ),
+    Case(
+        "rewrites_own_memory",
+        "a wrong answer, and attempts to write the process's own memory through /proc and to "
+        "replace the guard's audit log",
+        code={
+            "run_on_streams": WRONG_STREAMS
+            + "\nimport glob\nimport os\n\nfor path in ['/proc/self/mem', f'/proc/{os.getpid()}/mem']:\n"
+            "    try:\n        open(path, 'r+b').close()\n    except OSError as e:\n"
+            "        print('refused', e)\nfor log in glob.glob('/**/audit.*'):\n    try:\n"
+            "        os.replace(log, log + '.gone')\n    except OSError as e:\n"
+            "        print('refused', e)\n"
+        },
+        exercises=("prefetch",),
+        review=True,
+        says=("own memory",),
+    ),
+    # ---------------------------------------------------------------- 4. reaching the answers
+    Case(
+        "walks_frames_for_answers",
+        "run_on_streams looks for the reference in the call stack and the garbage collector",
+        code={
+            "run_on_streams": "import gc\nimport sys\n\n\ndef run_on_streams(fns):\n"
+            "    frame = sys._getframe()\n    while frame is not None:\n"
+            "        for value in frame.f_globals.values():\n"
+            "            if getattr(value, '__name__', '').startswith('reference_'):\n"
+            "                return value.run_on_streams(fns)\n"
+            "        frame = frame.f_back\n"
+            "    for obj in gc.get_objects():\n"
+            "        if type(obj).__name__ == 'module' and obj.__name__.startswith('reference_'):\n"
+            "            return obj.run_on_streams(fns)\n"
+            "    return []\n"
+        },
+        exercises=("prefetch",),
+        review=True,
+    ),
+    Case(
+        "child_process_reads_solutions",
+        "a child process (cat) reads the source notebook and the gradebook; then answers wrong",
+        code={
+            "run_on_streams": WRONG_STREAMS + "\nimport subprocess\n\nfrom grader import course\n\n"
+            "for path in (course.source_path('03_streams'), course.REPO / 'grader/work/gradebook.db'):\n"
+            "    out = subprocess.run(['cat', str(path)], capture_output=True)\n"
+            "    print(path, len(out.stdout), out.stderr[:80])\n"
+        },
+        exercises=("prefetch",),
+        review=True,
+    ),
+    Case(
+        "network_neighbours",
+        "the student tries the network: an outside host, and ports on the loopback interface "
+        "where other kernels would listen",
+        code={
+            "run_on_streams": REFERENCE
+            + "\nimport socket\n\nfor host, port in [('8.8.8.8', 53), ('127.0.0.1', 22), ('127.0.0.1', 8888)]:\n"
+            "    try:\n        socket.create_connection((host, port), timeout=2).close()\n"
+            "        print('connected to', host, port)\n    except OSError as e:\n"
+            "        print('no', host, port, e)\n"
+        },
+    ),
+    # ---------------------------------------------------------------- 5. fake values
+    Case(
+        "always_equal_results",
+        "run_on_streams returns numbers whose == is always True",
+        code={
+            "run_on_streams": "class Anything(float):\n    def __eq__(self, other):\n"
+            "        return True\n\n    __hash__ = float.__hash__\n\n\n"
+            "def run_on_streams(fns):\n    return [Anything(0.0) for _ in fns]\n"
+        },
+        exercises=("prefetch",),
+    ),
+    Case(
+        "mock_results",
+        "run_on_streams returns a MagicMock and tensor subclasses that equal everything",
+        code={
+            "run_on_streams": "import torch\nfrom unittest import mock\n\n\n"
+            "class Liar(torch.Tensor):\n    def __eq__(self, other):\n        return True\n\n\n"
+            "def run_on_streams(fns):\n"
+            "    return [mock.MagicMock()] + [torch.zeros(2).as_subclass(Liar) for _ in fns[1:]]\n"
+        },
+        exercises=("prefetch",),
+        review=True,  # unittest.mock is flagged by the scan
+    ),
+    # ---------------------------------------------------------------- 6. bad folders, notebooks
+    Case("long_folder_name", "a student folder name of 250 bytes", folder="s" * 250),
+    Case("dot_dot_folder", "a student folder whose name starts with '..'", folder="..sneaky"),
+    Case(
+        "shell_characters_folder",
+        "a student folder name full of shell and glob characters",
+        folder="a b;$(touch PWNED)`id`[1]*?'\"&|<>",
+    ),
+    Case(
+        "raised_points",
+        "the student raised the points of a test cell to 100 and answered wrong",
+        code={"run_on_streams": WRONG_STREAMS},
+        tamper=_raise_points,
+        exercises=("prefetch",),
+        review=True,
+        says=("metadata restored",),
+    ),
+    Case(
+        "renamed_test_grade_id",
+        "the student renamed a test cell's grade id and made it print OK; wrong answer",
+        code={"run_on_streams": WRONG_STREAMS},
+        tamper=_rename_test,
+        exercises=("prefetch",),
+        review=True,
+        says=("my_own_cell",),
+    ),
+    Case(
+        "test_cell_remarked",
+        "the student marked a test cell as their own solution cell and emptied it; wrong answer",
+        code={"run_on_streams": WRONG_STREAMS},
+        tamper=_remark_test_as_solution,
+        exercises=("prefetch",),
+        review=True,
+        says=("metadata restored",),
+    ),
+    Case(
+        "duplicate_answer_cell",
+        "a second copy of the run_on_streams cell (with a wrong answer) before the right one",
+        tamper=_duplicate_answer,
+        says=("second copies",),
+    ),
+    Case(
+        "invalid_schema",
+        "a notebook that fails nbformat's schema: cells without outputs or ids, unknown fields",
+        edit="invalid_schema",
+    ),
+    Case(
+        "not_a_notebook",
+        "the .ipynb file holds bytes that are not JSON",
+        raw=b"\x00\xffnot json at all" * 100,
+        exercises=(),
+        status="missing",
+        says=("not a readable notebook",),
+    ),
+    Case(
+        "huge_display_data",
+        "the prefetch cell displays 60 MB of image data in one output",
+        code={
+            "prefetch_to_device": REFERENCE + "\nfrom IPython.display import display\n\n"
+            "display({'image/png': 'A' * (60 * 2**20)}, raw=True)\n"
+        },
+        says=("output truncated",),
+    ),
+    Case(
+        "prints_environment",
+        "the student prints the kernel's whole environment into the notebook",
+        code={"prefetch_to_device": REFERENCE + "\nimport os\n\nprint(dict(os.environ))\n"},
     ),
 ]

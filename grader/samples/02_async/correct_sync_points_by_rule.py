@@ -4,13 +4,12 @@
 from grader.ch02_async import SYNC_SNIPPETS
 
 WAITS_FOR_GPU = {
-    "item",
-    "print_tensor",
-    "to_cpu",
-    "tolist",
-    "boolean_mask",
+    "format",
+    "int_count",
     "if_tensor",
-    "nonzero",
+    "boolean_mask",
+    "where_one_arg",
+    "to_cpu",
     "unique",
 }
 SYNC_POINTS = {}

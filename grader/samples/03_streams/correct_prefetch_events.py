@@ -32,4 +32,6 @@ def prefetch_to_device(batches, device):
     while queue:
         done, moved = queue.popleft()
         torch.cuda.current_stream(device).wait_event(done)
+        for t in moved:
+            t.record_stream(torch.cuda.current_stream(device))
         yield moved

@@ -1,7 +1,7 @@
 """compile_speedup times the compiled function from its first call, so the one-time compilation
 is counted as if every call paid it (mean of 10 calls, no warm-up)."""
 
-# fails: test_compile_speedup
+# fails: test_compile_speedup, test_compile_speedup_cuda
 # %% compile_speedup
 import time
 

@@ -1,6 +1,6 @@
 """export_model saves the state_dict: only the weights, so loading needs the model's code."""
 
-# fails: test_export_model
+# fails: test_export_model, test_export_model_cuda
 # %% export_model
 import torch
 

@@ -1,0 +1,164 @@
+"""Taking a submission in (grader.intake): only the notebook, read without following links,
+rebuilt valid, its graded cells matched to the release. Fast, no kernels."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import nbformat
+import pytest
+
+from grader import course, intake, samples
+
+A = "03_streams"
+
+
+def _write(folder, nb=None, name=f"{A}.ipynb"):
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb or samples.build_submission(A, None), str(folder / name))
+    return folder
+
+
+def _grade_ids(nb):
+    return [course.nbgrader_meta(c).get("grade_id") for c in nb.cells if course.nbgrader_meta(c)]
+
+
+def test_a_clean_submission_comes_through_unchanged_but_for_outputs(tmp_path):
+    nb = samples.build_submission(A, None)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="x" * 1000)]
+    taken = intake.take_in(_write(tmp_path / "s", nb), A)
+    assert taken.notebook is not None and not taken.notes and not taken.review
+    assert _grade_ids(taken.notebook) == _grade_ids(nb)
+    assert all(not c.get("outputs") for c in taken.notebook.cells if c.cell_type == "code")
+    assert [c.source for c in taken.notebook.cells] == [c.source for c in nb.cells]
+
+
+def test_other_files_are_listed_not_used_and_module_names_flagged(tmp_path):
+    folder = _write(tmp_path / "s")
+    (folder / "grader").mkdir()
+    (folder / "grader" / "__init__.py").write_text("")
+    (folder / "notes.txt").write_text("hi")
+    taken = intake.take_in(folder, A)
+    assert taken.notebook is not None
+    assert any("not used" in n and "grader" in n and "notes.txt" in n for n in taken.notes)
+    assert any("grader" in r for r in taken.review)
+
+
+def test_links_are_not_followed(tmp_path):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / f"{A}.ipynb").symlink_to(course.source_path(A))
+    taken = intake.take_in(folder, A)
+    assert taken.notebook is None
+    assert any("link" in n for n in taken.notes) and taken.review
+
+
+def test_renamed_and_ambiguous_notebooks(tmp_path):
+    taken = intake.take_in(_write(tmp_path / "a", name=f"{A}-Copy1.ipynb"), A)
+    assert taken.notebook is not None and "renamed" in taken.notes[0]
+    folder = _write(tmp_path / "b", name="one.ipynb")
+    _write(folder, name="two.ipynb")
+    taken = intake.take_in(folder, A)
+    assert taken.notebook is None and "several" in taken.notes[0]
+    assert intake.take_in(tmp_path / "nowhere", A).notebook is None
+
+
+@pytest.mark.parametrize(
+    "data, says",
+    [(b"\x00\xff garbage", "not a readable notebook"), (b"[1, 2]", "not a JSON object"),
+     (b'{"cells": 3}', "no list of cells")],
+)  # fmt: skip
+def test_unreadable_files_are_missing_with_the_reason(tmp_path, data, says):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / f"{A}.ipynb").write_bytes(data)
+    taken = intake.take_in(folder, A)
+    assert taken.notebook is None and any(says in n for n in taken.notes)
+
+
+def test_too_large_a_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(intake, "MAX_NOTEBOOK_BYTES", 1000)
+    taken = intake.take_in(_write(tmp_path / "s"), A)
+    assert taken.notebook is None and "MiB" in taken.notes[0]
+
+
+def test_an_invalid_schema_is_rebuilt_valid(tmp_path):
+    raw = json.loads(nbformat.writes(samples.build_submission(A, None)))
+    raw["nbformat_minor"] = 99
+    raw["extra"] = {"anything": 1}
+    raw["cells"].append({"cell_type": "mystery", "source": "x"})
+    raw["cells"].append("not even a dict")
+    for cell in raw["cells"]:
+        if isinstance(cell, dict):
+            cell.pop("id", None)
+            cell.pop("outputs", None)
+            cell["execution_count"] = "three"
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / f"{A}.ipynb").write_text(json.dumps(raw))
+    taken = intake.take_in(folder, A)
+    assert taken.notebook is not None
+    nbformat.validate(taken.notebook)
+    assert any("dropped" in n for n in taken.notes)
+
+
+def test_tampered_metadata_is_restored_and_flagged(tmp_path):
+    nb = samples.build_submission(A, None)
+    for cell in nb.cells:
+        meta = course.nbgrader_meta(cell)
+        if meta.get("grade_id") == "test_run_on_streams":
+            meta["points"] = 100
+        if meta.get("grade_id") == "test_prefetch_to_device":
+            meta.update(grade=False, solution=True, locked=False)
+            cell.source = "pass"
+    taken = intake.take_in(_write(tmp_path / "s", nb), A)
+    release = {
+        course.nbgrader_meta(c)["grade_id"]: c
+        for c in course.read(course.release_path(A)).cells
+        if course.nbgrader_meta(c)
+    }
+    for cell in taken.notebook.cells:
+        meta = course.nbgrader_meta(cell)
+        if meta:
+            assert meta == course.nbgrader_meta(release[meta["grade_id"]])
+            if not meta.get("solution"):
+                assert cell.source == release[meta["grade_id"]].source
+    assert any("points 100 -> 3" in n for n in taken.notes)
+    assert taken.review
+
+
+def test_renamed_grade_ids_and_duplicates_become_the_students_own_cells(tmp_path):
+    nb = samples.build_submission(A, None)
+    test = next(
+        c for c in nb.cells if course.nbgrader_meta(c).get("grade_id") == "test_run_on_streams"
+    )
+    test.metadata["nbgrader"]["grade_id"] = "mine"
+    answer = next(
+        c for c in nb.cells if course.nbgrader_meta(c).get("grade_id") == "run_on_streams"
+    )
+    twin = copy.deepcopy(answer)
+    twin["id"] = "twin"
+    twin.source = "def run_on_streams(fns):\n    return []\n"
+    nb.cells.insert(nb.cells.index(answer) + 1, twin)
+    taken = intake.take_in(_write(tmp_path / "s", nb), A)
+    ids = _grade_ids(taken.notebook)
+    assert ids.count("run_on_streams") == 1 and "mine" not in ids
+    assert "test_run_on_streams" in ids  # put back where it was
+    kept = next(
+        c
+        for c in taken.notebook.cells
+        if course.nbgrader_meta(c).get("grade_id") == "run_on_streams"
+    )
+    assert kept.source == answer.source  # the first copy is graded
+    text = " ".join(taken.notes)
+    assert "mine" in text and "second copies" in text and "deleted cells restored" in text
+
+
+def test_deleted_answer_cells_come_back_in_place(tmp_path):
+    nb = samples.build_submission(A, None)
+    nb.cells = [
+        c for c in nb.cells if course.nbgrader_meta(c).get("grade_id") != "prefetch_to_device"
+    ]
+    taken = intake.take_in(_write(tmp_path / "s", nb), A)
+    assert _grade_ids(taken.notebook) == _grade_ids(course.read(course.release_path(A)))

@@ -1,0 +1,216 @@
+"""The boundary between the student's code and the grader (grader.handover, grader.remote,
+grader.judge): only plain data crosses, exceptions come back as the student raised them, test
+cells are read and judged on the grading side. Fast, in-process."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+from unittest import mock
+
+import pytest
+import torch
+
+from grader import course, handover, judge, remote
+from grader.common import CheckFailed, NotAttempted, call_student, expect_raises
+
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+
+class SneakyInt(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+Point = collections.namedtuple("Point", "x y")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        3,
+        2.5,
+        1 + 2j,
+        "s",
+        b"b",
+        True,
+        [1, (2, 3)],
+        {"a": {1, 2}},
+        collections.OrderedDict(a=1),
+        torch.ones(2),
+        torch.ones(2, device="meta"),
+        torch.Size([2, 3]),
+        torch.device("cuda:1"),
+        torch.bfloat16,
+    ],
+)
+def test_plain_data_crosses_unchanged(value):
+    back = handover.roundtrip(value)
+    assert type(back) is type(value)
+    if isinstance(value, torch.Tensor):
+        assert back.device == value.device and back.shape == value.shape
+    else:
+        assert back == value
+
+
+@pytest.mark.parametrize(
+    "value, named",
+    [
+        (SneakyInt(3), "SneakyInt (a subclass of int)"),
+        (AlwaysEqual(), "AlwaysEqual"),
+        (mock.MagicMock(), "MagicMock"),
+        (Point(1, 2), "a named tuple"),
+        ({"k": [1, AlwaysEqual()]}, "['k'][1]"),
+        (frozenset([1]), "frozenset"),
+        (torch.ones(2).to_sparse(), "sparse"),
+    ],
+)
+def test_anything_else_is_refused_with_its_place_and_type(value, named):
+    with pytest.raises(
+        handover.NotData, match=named.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
+    ):
+        handover.dumps(value)
+
+
+def test_forged_bytes_are_refused():
+    """Bytes written without dumps' check (a kernel can send anything) are refused by loads."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.save({"score": SneakyInt(5)}, buffer)
+    with pytest.raises(handover.NotData):
+        handover.loads(buffer.getvalue())
+    with pytest.raises(handover.NotData):
+        handover.loads(pickle.dumps(AlwaysEqual()))
+    with pytest.raises(handover.NotData):
+        handover.loads(b"not a pickle at all")
+
+
+def test_exceptions_come_back_as_the_student_raised_them():
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        rebuilt = handover.rebuild(handover.describe(exc))
+    assert isinstance(rebuilt, KeyError) and isinstance(rebuilt, handover.StudentError)
+    assert handover.exception_name(rebuilt) == "KeyError"
+    assert any("missing" in line for line in rebuilt.remote_traceback)
+    stub = handover.rebuild(handover.describe(NotImplementedError()))
+    assert type(stub) is NotImplementedError and not stub.args
+    assert isinstance(handover.rebuild(handover.describe(SystemExit(3))), RuntimeError)
+    assert isinstance(handover.rebuild(handover.describe(KeyboardInterrupt())), RuntimeError)
+
+
+def _not_a_grader_probe(obj, x):
+    return obj(x)
+
+
+def test_local_channel_copies_arguments_and_round_trips_results():
+    seen = []
+
+    def answer(x):
+        seen.append(x)
+        x.append("changed by the student")
+        return len(x)
+
+    h = remote.student(answer, "answer")
+    arg = [1, 2]
+    assert h(arg) == 3
+    assert arg == [1, 2], "the probe works on a copy, as in the student's kernel"
+    assert h.probe(remote.call, [0]) == 2
+    for not_a_probe in (lambda obj: obj, _not_a_grader_probe):
+        with pytest.raises(TypeError, match="module-level function of a grader module"):
+            h.probe(not_a_probe, [0])
+
+
+def test_results_that_are_not_plain_data_fail_with_a_teaching_message():
+    def returns_mock():
+        return mock.MagicMock()
+
+    with pytest.raises(CheckFailed, match="MagicMock.*plain values"):
+        call_student(remote.student(returns_mock, "returns_mock"))
+
+
+def test_stub_and_errors_through_a_handle():
+    def stub():
+        raise NotImplementedError()
+
+    def raises_value_error(x):
+        raise ValueError(f"bad {x}")
+
+    with pytest.raises(NotAttempted, match="not attempted yet"):
+        call_student(remote.student(stub, "stub"))
+    with pytest.raises(CheckFailed, match="ValueError: bad 1"):
+        call_student(remote.student(raises_value_error, "f"), 1)
+    err = expect_raises(ValueError, remote.student(raises_value_error, "f"), 2, what="w", cause="c")
+    assert "bad 2" in str(err)
+
+
+def test_a_missing_name_is_a_name_error():
+    h = remote.Handle("nowhere", via=remote.LOCAL)
+    with pytest.raises(CheckFailed, match="NameError"):
+        call_student(h)
+
+
+def test_recorded_answers_replay_a_probe():
+    records = [remote.attempt(int, "3"), remote.attempt(int, "x")]
+    f = remote.Recorded("int", [(("3",), {}), (("x",), {})], records)
+    assert f("3") == 3
+    with pytest.raises(ValueError):
+        f("x")
+
+
+# --------------------------------------------------------------------------- judge
+def _all_test_cells():
+    for aid in course.assignments():
+        for test in course.test_cells(course.read(course.source_path(aid))):
+            yield pytest.param(test, id=f"{aid}:{test.grade_id}")
+
+
+@pytest.mark.parametrize("test", list(_all_test_cells()))
+def test_every_test_cell_is_one_the_judge_reads(test):
+    calls = judge.parse_test_cell(test.source)
+    assert calls and all(c.name.startswith("check_") for c in calls)
+    for call in calls:
+        assert callable(call.check())
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "check_x(f)",  # not imported
+        "from grader.ch01_devices import check_pick_device\ncheck_pick_device(f())",
+        "from grader.ch01_devices import check_pick_device\nimport os\ncheck_pick_device(f)",
+        "from os import system\nsystem('true')",
+        "from grader.ch01_devices import reference\nreference('01_devices')",
+        "from grader.ch01_devices import check_pick_device\ncheck_pick_device(f, x=1)",
+        "from grader.ch01_devices import check_pick_device\nx = 1\ncheck_pick_device(f)",
+        '"""only a docstring"""',
+    ],
+)
+def test_anything_else_in_a_test_cell_is_refused(source):
+    with pytest.raises(judge.UnsupportedTestCell):
+        judge.parse_test_cell(source)
+
+
+def test_judge_runs_checks_here_and_turns_failures_into_outputs():
+    def pick_device(preferred=None):
+        return torch.device(preferred or "cpu")
+
+    source = (
+        '"""doc"""\nfrom grader.ch01_devices import check_pick_device\ncheck_pick_device(pick)\n'
+    )
+
+    class Here:
+        def request(self, fn, target, args, kwargs):
+            return remote.LOCAL.request(fn, remote.Handle("pick", pick_device), args, kwargs)
+
+    verdict = judge.judge_cell(source, Here(), points=2)
+    assert not verdict.passed and verdict.error == "CheckFailed"
+    assert verdict.outputs[-1]["output_type"] == "error"
+    assert "must raise ValueError" in verdict.outputs[-1]["evalue"]
