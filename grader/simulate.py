@@ -1198,6 +1198,16 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
+def _written_args(func, args, kwargs) -> list[torch.Tensor]:
+    """The tensors an operator writes in place (``out[i] = v`` writes ``out`` through a view)."""
+    written = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            written += _tensors(value)
+    return written
+
+
 def _kernel_seconds(func, args, kwargs, out, inputs, outputs) -> tuple[float, int]:
     """Duration of one operator's kernel on the simulated device (a roofline), and its bytes."""
     from torch.utils.flop_counter import flop_registry
@@ -1253,13 +1263,18 @@ class _KernelMode(TorchDispatchMode):
         end = sim.launch(seconds * 1000.0, reads=on_device, label=f"{name} (simulated kernel)",
                          nbytes=nbytes)  # fmt: skip
         sim._host_call(f"aten::{name}", host_start, sim.now(), cat="cpu_op")
-        for t in outputs:
+        written = outputs + _written_args(func, args, kwargs)
+        for t in written + [t._base for t in written if t._base is not None]:
             info = sim.on_device.get(t)
             if info is None:
                 sim.on_device[t] = DeviceTensorInfo(sim.current.id, end, False, True, 0)
             else:
                 info.ready_at = max(info.ready_at, end)
         return out
+
+
+#: Synchronizing calls whose result stays on the device (the host only had to read its size).
+_DEVICE_RESULT = {"__getitem__", "where", "nonzero", "unique", "masked_select"}
 
 
 class _HostReadMode(TorchFunctionMode):
@@ -1302,6 +1317,8 @@ class _HostReadMode(TorchFunctionMode):
         if tensor is None:
             return func(*args, **kwargs)
         sim.host_read(tensor, read.split(" ")[0])
+        if name in _DEVICE_RESULT:  # the host read the size; the op itself runs on the device
+            return func(*args, **kwargs)
         sim._host_side += 1
         try:
             out = func(*args, **kwargs)
