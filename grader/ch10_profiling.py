@@ -38,6 +38,9 @@ WINDOW = "grader::student_call"
 #: fused_step may launch at most this many kernels (the reference: 2, addmm and gelu;
 #: the unfused chain launches 10).
 MAX_FUSED_LAUNCHES = 3
+#: ... and on a real GPU, where cuBLAS may launch two kernels for one matmul (a split-K
+#: reduction) and the bias may be a copy kernel before the GEMM.
+MAX_FUSED_LAUNCHES_CUDA = 5
 #: overlapped_pipeline must hide at least this fraction of its copy time behind kernels on
 #: another stream. Reference: about 0.8 on the simulated GPU; a serial loop: 0.
 MIN_OVERLAP = 0.5
@@ -430,7 +433,9 @@ def _probe_fused_simulated(fused_step) -> dict:
     }
 
 
-def _judge_fused(seen: dict, expected: torch.Tensor, where: str) -> tracing.Trace:
+def _judge_fused(
+    seen: dict, expected: torch.Tensor, where: str, limit: int = MAX_FUSED_LAUNCHES
+) -> tracing.Trace:
     require(
         seen["out"] is not None,
         "fused_step must return a tensor",
@@ -451,12 +456,12 @@ def _judge_fused(seen: dict, expected: torch.Tensor, where: str) -> tracing.Trac
     )
     trace = _judged_trace(seen["events"], "fused_step")
     launches = trace.launch_count
-    if launches > MAX_FUSED_LAUNCHES:
+    if launches > limit:
         names = [k.name for k in trace.kernels][:12]
         fail(
             f"fused_step launched {launches} kernels ({where})",
             yours=f"{launches} launches: {names}",
-            expected=f"at most {MAX_FUSED_LAUNCHES} (the unfused chain: 10)",
+            expected=f"at most {limit} (the unfused chain: 10)",
             cause="each PyTorch operator is a kernel: use fused operators, torch.addmm(b, x, w) "
             "for the matmul and bias, F.gelu(h, approximate='tanh') for the activation. "
             "(torch.compile and CUDA graphs also cut launches on a GPU, but on the simulated "
@@ -496,15 +501,15 @@ def _probe_fused_cuda(fused_step) -> dict:
 
 
 def check_fused_step_cuda(fused_step) -> None:
-    """On a real GPU: values, and at most :data:`MAX_FUSED_LAUNCHES` launches (kernels or CUDA
-    graph replays) in the Kineto trace; torch.compile and CUDA graphs pass here."""
+    """On a real GPU: values, and at most :data:`MAX_FUSED_LAUNCHES_CUDA` launches (kernels or
+    CUDA graph replays) in the Kineto trace; torch.compile and CUDA graphs pass here."""
     if not cuda_or_not_checked("fused_step's kernel launches in a real Kineto trace"):
         return
     fn = student(fused_step, "fused_step")
     seen = call_student(fn.probe, _probe_fused_cuda, name="fused_step on this GPU")
     x, w, b = (t.cuda() for t in fused_inputs())
     expected = reference(ASSIGNMENT).fused_step(x, w, b).float().cpu()
-    trace = _judge_fused(seen, expected, "Kineto trace on this GPU")
+    trace = _judge_fused(seen, expected, "Kineto trace on this GPU", MAX_FUSED_LAUNCHES_CUDA)
     passed(f"fused_step: {trace.launch_count} launches on this GPU ({trace.summary()})")
 
 
