@@ -216,6 +216,27 @@ class Trace:
         """Total duration of the kernels whose name contains ``name_contains``, microseconds."""
         return sum(k.dur for k in self.kernels if name_contains in k.name)
 
+    def roofline_fraction(
+        self,
+        name_contains: str,
+        flops: float,
+        nbytes: float,
+        peak_tflops: float,
+        memory_gb_s: float,
+    ) -> float:
+        """Achieved fraction of the roofline by the kernels whose name contains
+        ``name_contains``: their FLOP/s (``flops`` over their total time) divided by what the
+        roofline allows at their intensity, ``min(peak, flops / nbytes * bandwidth)``.
+
+        Raises:
+            ValueError: no such kernel in the trace.
+        """
+        seconds = self.kernel_time_us(name_contains) * 1e-6
+        if seconds <= 0:
+            raise ValueError(f"no kernel named like {name_contains!r} in the trace")
+        attainable = min(peak_tflops * 1e12, flops / nbytes * memory_gb_s * 1e9)
+        return flops / seconds / attainable
+
     def span_us(self) -> float:
         """From the first GPU event's start to the last one's end, microseconds."""
         gpu = self.of(*GPU_CATS)

@@ -132,3 +132,21 @@ def test_unknown_op_must_raise_value_error():
 
     with pytest.raises(CheckFailed, match="ValueError"):
         checks.check_arithmetic_intensity(no_error)
+
+
+def test_roofline_fraction_of_a_simulated_matmul():
+    from grader import simulate
+
+    m = k = n = 512
+    with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:
+        a, b = torch.randn(m, k).to("cuda"), torch.randn(k, n).to("cuda")
+        a @ b
+        trace = tracing.parse(sim.chrome_trace())
+    flops, nbytes = 2 * m * k * n, (m * k + k * n + m * n) * 4
+    fraction = trace.roofline_fraction(
+        "mm", flops, nbytes, simulate.SIM_MATMUL_TFLOPS[torch.float32], simulate.SIM_HBM_GBPS
+    )
+    ideal = flops / (simulate.SIM_MATMUL_TFLOPS[torch.float32] * 1e12)
+    assert fraction == pytest.approx(ideal / (ideal + simulate.SIM_KERNEL_MIN_S), rel=1e-3)
+    with pytest.raises(ValueError, match="no kernel"):
+        trace.roofline_fraction("conv", flops, nbytes, 1.0, 1.0)
