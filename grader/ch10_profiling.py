@@ -675,7 +675,8 @@ def _expected_pipeline_cuda() -> torch.Tensor:
 # --------------------------------------------------------------------------- plots
 def plot_roofline(ax, points: dict, dtype_key: str = "bf16", gpus=None) -> None:
     """Draw the rooflines of ``gpus`` (default: all of :data:`GPUS`) on a log-log axis, with
-    ``points`` (name -> FLOP/byte) marked on the x axis and on the lowest roofline.
+    ``points`` (name -> FLOP/byte) marked on the lowest roofline (the slowest memory and the
+    lowest peak of those GPUs).
 
     Args:
         ax: A matplotlib ``Axes``.
@@ -695,11 +696,12 @@ def plot_roofline(ax, points: dict, dtype_key: str = "bf16", gpus=None) -> None:
         )
         ax.axvline(tflops * 1e3 / spec.memory_gb_s, color=line.get_color(), linestyle=":", lw=0.8)
     lowest = min(GPUS[k].tflops.get(dtype_key) or GPUS[k].tflops["fp16"] for k in gpus or GPUS)
-    for name, intensity in points.items():
-        slowest = min(GPUS[k].memory_gb_s for k in gpus or GPUS) / 1e3
+    slowest = min(GPUS[k].memory_gb_s for k in gpus or GPUS) / 1e3
+    for i, (name, intensity) in enumerate(sorted(points.items(), key=lambda item: item[1])):
         y = min(lowest, intensity * slowest)
         ax.plot([intensity], [y], "o", color="black", ms=4)
-        ax.annotate(name, (intensity, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        ax.annotate(name, (intensity, y), textcoords="offset points", fontsize=7,
+                    xytext=(4, -11 if i % 2 == 0 else 5))  # fmt: skip
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel(f"attainable TFLOP/s ({dtype_key}, dense)")
     ax.legend(fontsize=7, loc="upper left")
