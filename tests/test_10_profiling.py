@@ -150,3 +150,38 @@ def test_roofline_fraction_of_a_simulated_matmul():
     assert fraction == pytest.approx(ideal / (ideal + simulate.SIM_KERNEL_MIN_S), rel=1e-3)
     with pytest.raises(ValueError, match="no kernel"):
         trace.roofline_fraction("conv", flops, nbytes, 1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t, m: t.sum().item(),
+        lambda t, m: print(t),
+        lambda t, m: bool(t.sum() > 0),
+        lambda t, m: t[m],
+        lambda t, m: t.cpu(),
+        lambda t, m: t.tolist(),
+        lambda t, m: torch.tensor([t.sum(), t.mean()]),
+        lambda t, m: torch.nonzero(m),
+    ],
+    ids=["item", "print", "bool", "mask", "cpu", "tolist", "tensor_of_list", "nonzero"],
+)
+def test_every_host_read_is_one_sync_in_the_simulated_trace(read, capsys):
+    with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:
+        t = torch.randn(4).to("cuda")
+        mask = (t > 0).to("cuda")
+        host = torch.randn(4)
+        with record_function("r"):
+            (host * 2).sum().item()  # host tensors: neither kernels nor syncs
+            read(t, mask)
+        trace = tracing.parse(sim.chrome_trace()).within("r")
+    assert len(trace.syncs) == 1, trace.summary()
+
+
+def test_a_write_through_a_view_puts_the_base_on_the_device():
+    with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:
+        out = torch.zeros(3)
+        v = torch.ones(()).to("cuda")
+        out[1] = v * 2
+        assert out in sim.on_device
+        assert torch.equal(out, torch.tensor([0.0, 2.0, 0.0]))
