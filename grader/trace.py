@@ -99,6 +99,8 @@ def parse(source: Any) -> Trace:
             continue  # metadata, flows (ac2g) and instant events carry no interval
         args = raw.get("args") or {}
         stream = args.get("stream")
+        if stream is None and raw.get("cat") in GPU_CATS:
+            stream = raw.get("tid")  # GPU lanes are streams (older exports leave args.stream out)
         nbytes = args.get("bytes")
         try:
             events.append(
