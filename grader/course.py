@@ -115,6 +115,15 @@ LESSONS = [
         "CPU (C++ compiler; CUDA graphs need a GPU)",
         1.5,
     ),
+    Lesson(
+        "10_profiling",
+        "Profiling: rooflines and traces",
+        "arithmetic intensity and rooflines, `FlopCounterMode`, measured ceilings, "
+        "`torch.profiler` traces, hidden syncs, launch-bound steps and fusion, copy/compute "
+        "overlap graded from traces",
+        "CPU (simulated GPU traces; GPU optional)",
+        1.5,
+    ),
 ]
 
 

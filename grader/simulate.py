@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import time
 import types
 import weakref
@@ -51,6 +52,7 @@ from unittest import mock
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 #: The real clock functions, captured before any simulation patches ``time``: code that
 #: imported one by name (``from time import perf_counter``) holds these objects.
@@ -80,6 +82,18 @@ SIM_MISALIGNED_FRACTION = 0.5
 SIM_LAUNCH_S = 1e-6
 SIM_QUEUE_DEPTH = 1024
 
+#: The kernel model of ``simulated_cuda(kernels=True)``: every PyTorch operator on device
+#: tensors is one kernel whose duration follows a roofline, ``max(FLOPs / peak, bytes /
+#: bandwidth)`` plus a fixed minimum, and each launch costs the host ``SIM_KERNEL_LAUNCH_S``.
+#: Orders of magnitude of an H100-class GPU (the datasheet's 3.35 TB/s HBM3; a few
+#: microseconds per launch), not measurements.
+SIM_HBM_GBPS = 3350.0
+SIM_VECTOR_TFLOPS = 60.0  # non-matmul FLOPs (CUDA cores)
+SIM_KERNEL_MIN_S = 2e-6
+SIM_KERNEL_LAUNCH_S = 5e-6
+#: CUDA's number for the default stream in traces; simulated stream ``i`` is ``7 + i``.
+SIM_DEFAULT_STREAM = 7
+
 
 @dataclass
 class KernelRecord:
@@ -89,6 +103,22 @@ class KernelRecord:
     label: str
     start: float  # perf_counter seconds
     end: float
+    kind: str = "kernel"  # "kernel" or "memcpy" (a copy engine's work)
+    nbytes: int = 0  # bytes moved (copies) or read and written (kernels of the kernel model)
+    correlation: int = 0  # the host call that issued it (HostRecord.correlation)
+
+
+@dataclass
+class HostRecord:
+    """One host-side interval for traces: a CUDA runtime call, a PyTorch operator or a
+    ``record_function`` range (``cat`` as in a Kineto trace: ``cuda_runtime``, ``cpu_op``,
+    ``user_annotation``)."""
+
+    cat: str
+    name: str
+    start: float  # perf_counter seconds
+    end: float
+    correlation: int = 0
 
 
 @dataclass
@@ -205,6 +235,14 @@ class SimulatedCuda:
         self.synchronizations = 0
         self.transfers = 0
         self.races: list[str] = []
+        self.host_events: list[HostRecord] = []  # runtime calls, operators, ranges (traces)
+        self._correlation = 0
+        #: Host time one kernel launch takes (the kernel model of ``simulated_cuda(kernels=True)``
+        #: sets it; 0 elsewhere, so the other chapters' timings are unchanged).
+        self.launch_host_s = 0.0
+        self.kernel_model = False
+        self._host_side = 0  # > 0 while a host read runs its own tensor calls
+        self._ranges: list[tuple[str, float]] = []
         self.pinned = _IdentityMap()
         self.on_device = _IdentityMap()
         self.t0 = self.now()
@@ -370,7 +408,13 @@ class SimulatedCuda:
 
     # --- work -----------------------------------------------------------------------
     def launch(
-        self, ms: float, *, reads: Iterable[torch.Tensor] = (), label: str = "kernel", stream=None
+        self,
+        ms: float,
+        *,
+        reads: Iterable[torch.Tensor] = (),
+        label: str = "kernel",
+        stream=None,
+        nbytes: int = 0,
     ) -> float:
         """Enqueue a kernel of ``ms`` milliseconds on a stream (default: the current one).
 
@@ -380,6 +424,7 @@ class SimulatedCuda:
                 finished is recorded in :attr:`races` (and raises :class:`RaceError`).
             label: Name shown on timelines.
             stream: A simulated stream; the current stream when None.
+            nbytes: Bytes the kernel reads and writes (shown in traces).
 
         Returns:
             The ``perf_counter`` time at which the kernel will finish.
@@ -391,6 +436,10 @@ class SimulatedCuda:
         if ms < 0:
             raise ValueError(f"kernel duration must be >= 0 ms, got {ms}")
         stream = stream or self.current
+        host_start = self.now()
+        if self.launch_host_s:
+            self.sleep_until(host_start + self.launch_host_s)
+        correlation = self._host_call("cudaLaunchKernel", host_start, self.now())
         start = max(self.now(), stream.busy_until)
         for tensor in reads:
             info = self.on_device.get(tensor)
@@ -407,7 +456,9 @@ class SimulatedCuda:
             if info is not None and info.block is not None:
                 info.block.readers.append((stream.id, end))
         stream.busy_until = end
-        self.kernels.append(KernelRecord(stream.id, label, start, end))
+        self.kernels.append(
+            KernelRecord(stream.id, label, start, end, "kernel", nbytes, correlation)
+        )
         self.launches += 1
         return end
 
@@ -436,6 +487,7 @@ class SimulatedCuda:
                 dst.copy_(src)
             out = dst
         self.transfers += 1
+        host_start = self.now()
         if pinned and non_blocking:
             start = max(self.now(), self.current.busy_until, self.copy_engine_free)
             end = start + ms / 1000.0
@@ -450,7 +502,10 @@ class SimulatedCuda:
             self.copy_engine_free = end
             self.sleep_until(end)
         label = "H2D copy" + ("" if pinned else " (pageable)")
-        self.kernels.append(KernelRecord(self.current.id, label, start, end))
+        correlation = self._host_call("cudaMemcpyAsync", host_start, self.now())
+        self.kernels.append(
+            KernelRecord(self.current.id, label, start, end, "memcpy", nbytes, correlation)
+        )
         if dst is None:
             self._register(out, end, pinned, non_blocking, write_start=start)
         else:
@@ -521,7 +576,74 @@ class SimulatedCuda:
     def synchronize(self, *_args, **_kwargs) -> None:
         """Block until every stream is idle (``torch.cuda.synchronize``)."""
         self.synchronizations += 1
+        start = self.now()
         self.sleep_until(self.completion_time())
+        self._host_call("cudaDeviceSynchronize", start, self.now())
+
+    # --- traces -----------------------------------------------------------------------
+    def _host_call(self, name: str, start: float, end: float, cat: str = "cuda_runtime") -> int:
+        """Record a host-side interval for traces; return its correlation id."""
+        self._correlation += 1
+        self.host_events.append(HostRecord(cat, name, start, end, self._correlation))
+        return self._correlation
+
+    def host_read(self, tensor: torch.Tensor, what: str) -> None:
+        """The host reads a device tensor's value (``.item()``, ``print``, a boolean mask...):
+        a device-to-host copy queued on the current stream, and the host waits for it
+        (``cudaMemcpyAsync`` + ``cudaStreamSynchronize`` in a real trace)."""
+        info = self.on_device.get(tensor)
+        nbytes = tensor.numel() * tensor.element_size()
+        host_start = self.now()
+        correlation = self._host_call("cudaMemcpyAsync", host_start, host_start)
+        start = max(host_start, self.current.busy_until, info.ready_at if info else 0.0)
+        end = start + SIM_KERNEL_MIN_S
+        self.current.busy_until = end
+        self.kernels.append(
+            KernelRecord(self.current.id, f"Memcpy DtoH ({what})", start, end, "memcpy", nbytes,
+                         correlation)
+        )  # fmt: skip
+        self.synchronizations += 1
+        self.sleep_until(end)
+        self._host_call("cudaStreamSynchronize", host_start, self.now())
+
+    def chrome_trace(self) -> list[dict]:
+        """Everything so far as Chrome trace events, in the format ``torch.profiler`` writes
+        (``export_chrome_trace``, Kineto): complete events (``"ph": "X"``) with ``ts`` and
+        ``dur`` in microseconds; GPU work with ``"cat": "kernel"`` or ``"gpu_memcpy"`` and
+        ``args.stream`` (``pid`` the device, ``tid`` the stream; the default stream is 7, as
+        CUDA numbers it); host work with ``"cat": "cuda_runtime"``, ``"cpu_op"`` or
+        ``"user_annotation"``; a runtime call and the GPU work it issued share
+        ``args.correlation``. :mod:`grader.trace` reads it like a real trace."""
+        events = []
+
+        def us(t: float) -> float:
+            return round((t - self.t0) * 1e6, 3)
+
+        for k in self.kernels:
+            stream = SIM_DEFAULT_STREAM + k.stream
+            args = {"device": 0, "stream": stream, "correlation": k.correlation}
+            if k.kind == "memcpy":
+                args["bytes"] = k.nbytes
+            events.append(
+                {"ph": "X", "cat": "kernel" if k.kind == "kernel" else "gpu_memcpy",
+                 "name": k.label, "pid": 0, "tid": stream, "ts": us(k.start),
+                 "dur": round((k.end - k.start) * 1e6, 3), "args": args}
+            )  # fmt: skip
+        for h in self.host_events:
+            args = {"correlation": h.correlation} if h.cat == "cuda_runtime" else {}
+            events.append(
+                {"ph": "X", "cat": h.cat, "name": h.name, "pid": 1, "tid": 1, "ts": us(h.start),
+                 "dur": round((h.end - h.start) * 1e6, 3), "args": args}
+            )  # fmt: skip
+        return sorted(events, key=lambda e: e["ts"])
+
+    def export_chrome_trace(self, path) -> None:
+        """Write :meth:`chrome_trace` as a JSON file that Perfetto (ui.perfetto.dev) and
+        ``chrome://tracing`` open, like ``torch.profiler``'s ``export_chrome_trace``."""
+        import json
+
+        with open(path, "w") as f:
+            json.dump({"traceEvents": self.chrome_trace(), "simulated": True}, f)
 
     def completion_time(self) -> float:
         """The ``perf_counter`` time at which all work queued so far completes."""
@@ -530,7 +652,7 @@ class SimulatedCuda:
     def timeline(self) -> list[KernelRecord]:
         """Kernels and copies so far, times relative to the simulation's start (seconds)."""
         return [
-            KernelRecord(k.stream, k.label, k.start - self.t0, k.end - self.t0)
+            dataclasses.replace(k, start=k.start - self.t0, end=k.end - self.t0)
             for k in self.kernels
         ]
 
@@ -581,7 +703,9 @@ class _SimStream:
 
     def synchronize(self) -> None:
         self.sim.synchronizations += 1
+        start = self.sim.now()
         self.sim.sleep_until(self.busy_until)
+        self.sim._host_call("cudaStreamSynchronize", start, self.sim.now())
 
     def query(self) -> bool:
         return self.sim.now() >= self.busy_until
@@ -632,7 +756,9 @@ class _SimEvent:
         if self.time is None:
             raise RuntimeError("Event.synchronize() on an event that was never recorded")
         self.sim.synchronizations += 1
+        start = self.sim.now()
         self.sim.sleep_until(self.time)
+        self.sim._host_call("cudaEventSynchronize", start, self.sim.now())
 
     def wait(self, stream=None) -> None:
         """Make a stream (default: the current one) wait for this event."""
@@ -679,6 +805,7 @@ class _TransferMode(TorchFunctionMode):
             return self.sim.copy_to_device(args[1], non_blocking, dst=args[0])
         if (
             name in ("matmul", "mm", "__matmul__")
+            and not self.sim.kernel_model
             and len(args) == 2
             and all(
                 isinstance(a, torch.Tensor) and a in self.sim.on_device and a.dim() == 2
@@ -797,6 +924,7 @@ def simulated_cuda(
     name: str = "Simulated GPU (course stand-in)",
     *,
     transfers: bool = False,
+    kernels: bool = False,
     allow_real_gpu: bool = False,
     **device_options,
 ) -> Iterator[SimulatedCuda]:
@@ -815,6 +943,11 @@ def simulated_cuda(
             ``pin_memory``, copies to ``"cuda"``, ``dst.copy_(src)``, factories such as
             ``torch.empty(..., device="cuda")`` and 2-D matmuls of device tensors. Without
             it tensors cannot be placed on the simulated device.
+        kernels: The kernel model (implies ``transfers``): every PyTorch operator on device
+            tensors runs (on the CPU, so values are real) and is also one simulated kernel on
+            the current stream, with a roofline duration and a host launch cost; reading a
+            device tensor's value from the host synchronizes. :meth:`SimulatedCuda.chrome_trace`
+            then holds what a profiler would have recorded. Use with ``virtual_time=True``.
         allow_real_gpu: Simulate even where a real GPU exists, for checks whose
             verdict must not depend on the machine (student code inside the block then
             sees only the simulated device).
@@ -892,8 +1025,13 @@ def simulated_cuda(
     with contextlib.ExitStack() as stack:
         for patch in patches:
             stack.enter_context(patch)
-        if transfers:
+        if transfers or kernels:
             stack.enter_context(_TransferMode(sim))
+        if kernels:
+            sim.kernel_model = True
+            sim.launch_host_s = SIM_KERNEL_LAUNCH_S
+            stack.enter_context(_KernelMode(sim))
+            stack.enter_context(_HostReadMode(sim))
         yield sim
 
 
@@ -1043,3 +1181,149 @@ def _is_copy_to_host(args, kwargs) -> bool:
         except RuntimeError:  # no accelerator to ask: nothing is pinned
             return True
     return True
+
+
+# --------------------------------------------------------------------------- kernel model
+#: Operators that launch no kernel: metadata, allocation, and the host read itself.
+_NO_KERNEL = {
+    "detach", "alias", "lift_fresh", "empty", "empty_like", "empty_strided", "_local_scalar_dense",
+    "set_", "resize_", "sym_size", "sym_stride", "sym_numel", "is_nonzero", "_reshape_alias",
+    "_record_function_enter", "_record_function_enter_new", "_record_function_exit",
+}  # fmt: skip
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def _written_args(func, args, kwargs) -> list[torch.Tensor]:
+    """The tensors an operator writes in place (``out[i] = v`` writes ``out`` through a view)."""
+    written = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            written += _tensors(value)
+    return written
+
+
+def _kernel_seconds(func, args, kwargs, out, inputs, outputs) -> tuple[float, int]:
+    """Duration of one operator's kernel on the simulated device (a roofline), and its bytes."""
+    from torch.utils.flop_counter import flop_registry
+
+    nbytes = sum(t.numel() * t.element_size() for t in inputs + outputs)
+    packet = func.overloadpacket
+    dtype = outputs[0].dtype if outputs else torch.float32
+    if packet in flop_registry:
+        flops = flop_registry[packet](*args, **kwargs, out_val=out)
+        peak = SIM_MATMUL_TFLOPS.get(dtype, SIM_MATMUL_TFLOPS[torch.float32])
+    else:
+        flops = max([t.numel() for t in outputs], default=0)
+        peak = SIM_VECTOR_TFLOPS
+    seconds = max(flops / (peak * 1e12), nbytes / (SIM_HBM_GBPS * 1e9))
+    return SIM_KERNEL_MIN_S + seconds, nbytes
+
+
+class _KernelMode(TorchDispatchMode):
+    """The kernel model: each operator (after autograd, as ATen runs it) that reads a tensor on
+    the simulated device is one kernel on the current stream, its outputs live on the device
+    and are ready when it ends; views and metadata launch nothing. ``record_function`` ranges
+    become ``user_annotation`` events."""
+
+    def __init__(self, sim: SimulatedCuda):
+        super().__init__()
+        self.sim = sim
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        sim = self.sim
+        name = func.__name__.split(".")[0]
+        if name in ("_record_function_enter", "_record_function_enter_new"):
+            sim._ranges.append((str(args[0]), sim.now()))
+        elif name == "_record_function_exit" and sim._ranges:
+            label, start = sim._ranges.pop()
+            sim._host_call(label, start, sim.now(), cat="user_annotation")
+        out = func(*args, **kwargs)
+        if sim._host_side:
+            return out
+        inputs = _tensors((args, kwargs))
+        on_device = [t for t in inputs if t in sim.on_device]
+        if not on_device:
+            return out
+        outputs = _tensors(out)
+        if func.is_view or name in _NO_KERNEL:
+            ready = max(sim.on_device.get(t).ready_at for t in on_device)
+            for t in outputs:
+                if t not in sim.on_device:
+                    sim.on_device[t] = DeviceTensorInfo(sim.current.id, ready, False, True, 0)
+            return out
+        seconds, nbytes = _kernel_seconds(func, args, kwargs, out, inputs, outputs)
+        host_start = sim.now()
+        end = sim.launch(seconds * 1000.0, reads=on_device, label=f"{name} (simulated kernel)",
+                         nbytes=nbytes)  # fmt: skip
+        sim._host_call(f"aten::{name}", host_start, sim.now(), cat="cpu_op")
+        written = outputs + _written_args(func, args, kwargs)
+        for t in written + [t._base for t in written if t._base is not None]:
+            info = sim.on_device.get(t)
+            if info is None:
+                sim.on_device[t] = DeviceTensorInfo(sim.current.id, end, False, True, 0)
+            else:
+                info.ready_at = max(info.ready_at, end)
+        return out
+
+
+#: Synchronizing calls whose result stays on the device (the host only had to read its size).
+_DEVICE_RESULT = {"__getitem__", "where", "nonzero", "unique", "masked_select"}
+
+
+class _HostReadMode(TorchFunctionMode):
+    """The kernel model's host reads: a tensor call of :data:`SYNCHRONIZING_CALLS` (``.item()``,
+    ``bool(t)``, printing, ``.cpu()``, ``.tolist()``, ...), boolean-mask indexing,
+    ``torch.where(cond)``, ``.to("cpu")`` or ``torch.tensor(list of device tensors)`` on a
+    device tensor makes the host wait for the device, as on a GPU, and shows in the trace as a
+    device-to-host copy and a ``cudaStreamSynchronize``."""
+
+    def __init__(self, sim: SimulatedCuda):
+        super().__init__()
+        self.sim = sim
+
+    def _device(self, value) -> torch.Tensor | None:
+        for t in _tensors(value):
+            if t in self.sim.on_device:
+                return t
+        return None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        sim = self.sim
+        if sim._host_side:
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        read = None
+        if name in SYNCHRONIZING_CALLS:
+            read = SYNCHRONIZING_CALLS[name]
+        elif name == "__getitem__" and len(args) > 1 and _has_bool_tensor(args[1]):
+            read = "boolean-mask indexing x[mask]"
+        elif name == "where" and len(args) + len(kwargs) == 1:
+            read = WHERE_ONE_ARG
+        elif name == "to" and args and isinstance(args[0], torch.Tensor):
+            target = _to_target(args, kwargs)
+            if target is not None and _is_cpu(target[0]) and not target[2]:
+                read = TO_CPU
+        elif name in ("tensor", "as_tensor") and args and isinstance(args[0], (list, tuple)):
+            read = "torch.tensor(list of device tensors)"
+        tensor = self._device(args) if read else None
+        if tensor is None:
+            return func(*args, **kwargs)
+        sim.host_read(tensor, read.split(" ")[0])
+        if name in _DEVICE_RESULT:  # the host read the size; the op itself runs on the device
+            return func(*args, **kwargs)
+        sim._host_side += 1
+        try:
+            out = func(*args, **kwargs)
+            if name in ("to", "cpu") and out is args[0]:
+                out = args[0].clone()  # a host copy: no longer a device tensor
+            return out
+        finally:
+            sim._host_side -= 1

@@ -1,0 +1,15 @@
+"""predict_bound mixes units: TFLOP/s over GB/s without the 1e12 / 1e9, a ridge 1000x too low."""
+# ruff: noqa: F821 - arithmetic_intensity is defined by the notebook's earlier cell
+
+# fails: test_predict_bound
+# %% predict_bound
+import torch
+
+from grader.ch10_profiling import GPUS
+
+
+def predict_bound(op, shape, dtype, gpu):
+    spec = GPUS[gpu]
+    key = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[dtype]
+    ridge = spec.tflops[key] / spec.memory_gb_s
+    return "compute" if arithmetic_intensity(op, shape, dtype) >= ridge else "memory"
