@@ -1,6 +1,7 @@
 """A correct zero_memory_bytes written differently: a table of which of the three parts each
 stage shards."""
 
+
 # %% zero_memory_bytes
 def zero_memory_bytes(num_params: int, world_size: int, stage: int) -> float:
     sharded = {0: (), 1: ("optim",), 2: ("optim", "grads"), 3: ("optim", "grads", "params")}

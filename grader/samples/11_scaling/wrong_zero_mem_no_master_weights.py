@@ -1,6 +1,7 @@
 """zero_memory_bytes that forgets the fp32 master weights: 8 bytes of optimizer state per
 parameter instead of 12."""
 
+
 # fails: test_zero_memory_bytes
 # %% zero_memory_bytes
 def zero_memory_bytes(num_params, world_size, stage):

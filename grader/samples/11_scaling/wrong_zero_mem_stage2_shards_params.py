@@ -1,6 +1,7 @@
 """zero_memory_bytes that shards the parameters from stage 2 on (stage 2 shards optimizer state
 and gradients only) and accepts any stage."""
 
+
 # fails: test_zero_memory_bytes
 # %% zero_memory_bytes
 def zero_memory_bytes(num_params, world_size, stage):
