@@ -94,6 +94,14 @@ class CommTimeline(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def warm_up_timeline() -> None:
+    """Enter a :class:`CommTimeline` once in this process. The first dispatch mode of a process
+    imports ``torch._dynamo`` (about 5 s); done before ranks are forked, they inherit it instead
+    of each importing it inside their deadline."""
+    with CommTimeline():
+        torch.ones(1).add(1)
+
+
 def _is_all_reduce(event: dict) -> bool:
     return event["kind"] == "collective" and event["op"].startswith("allreduce")
 
@@ -166,6 +174,7 @@ def _probe_bucketed_ddp(
     with a deadline), each running :func:`_rank_bucketed` with the student's class; hand back
     every rank's gradients and timeline, or the launcher's report of a failed rank."""
     device = "cuda" if backend == "nccl" else "cpu"
+    warm_up_timeline()
     try:
         results = run_ranks(
             _rank_bucketed,
