@@ -87,11 +87,30 @@ class CommTimeline(TorchDispatchMode):
         self.events.append({"kind": kind, "t_ns": time.perf_counter_ns(), **info})
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = getattr(getattr(func, "_schema", None), "name", "")
+        schema = getattr(func, "_schema", None)
+        name = getattr(schema, "name", "")
         if name.startswith("c10d::"):
             nbytes = sum(t.numel() * t.element_size() for t in _tensors(args[0] if args else ()))
-            self.mark("collective", op=name.removeprefix("c10d::"), bytes=nbytes)
+            self.mark(
+                "collective",
+                op=name.removeprefix("c10d::"),
+                bytes=nbytes,
+                async_op=_argument(schema, "async_op", args, kwargs or {}),
+            )
         return func(*args, **(kwargs or {}))
+
+
+def _argument(schema, name: str, args: tuple, kwargs: dict):
+    """The value of argument ``name`` of an operator call, or None when the operator has no
+    such argument (``async_op`` is in the ``c10d::`` schemas of recent PyTorch versions only)."""
+    for i, argument in enumerate(schema.arguments):
+        if argument.name == name:
+            if name in kwargs:
+                return kwargs[name]
+            if i < len(args):
+                return args[i]
+            return argument.default_value
+    return None
 
 
 def warm_up_timeline() -> None:
@@ -283,6 +302,15 @@ def _check_timeline(rank: int, events: list[dict], param_bytes: list[int], bucke
             "register_post_accumulate_grad_hook as soon as its last gradient is ready; only "
             "wait for them in finish_gradient_synchronization",
         )
+        blocking = [e for _, e in reduces if e.get("async_op") is False]
+        require(
+            not blocking,
+            f"{where}: all-reduces started with async_op=False",
+            yours=f"{len(blocking)} of {len(reduces)} all-reduces blocked backward until done",
+            expected="dist.all_reduce(buffer, async_op=True): backward goes on while it runs",
+            cause="start each bucket with async_op=True, keep the returned Work, and call "
+            "work.wait() only in finish_gradient_synchronization",
+        )
         n_buckets = len(greedy_buckets(list(reversed(param_bytes)), bucket_bytes))
         if n_buckets > 1 and grads and reduces:
             require(
@@ -437,6 +465,7 @@ def _probe_sharded(
     """Probe: start ``world_size`` ranks (course launcher, with a deadline) running
     :func:`_rank_sharded` with the student's class; hand back what each rank reports."""
     device = "cuda" if backend == "nccl" else "cpu"
+    warm_up_timeline()  # also what an optimizer's first step imports (torch._dynamo)
     try:
         results = run_ranks(
             _rank_sharded,

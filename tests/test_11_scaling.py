@@ -87,14 +87,16 @@ def test_timeline_sees_collectives_however_they_are_called():
             dist.all_reduce(torch.ones(3, dtype=torch.float64), async_op=True).wait()
             timeline.mark("between")
             dist.broadcast(torch.ones(2), src=0)
-        return [(e["kind"], e.get("op"), e.get("bytes")) for e in timeline.events]
+        return [
+            (e["kind"], e.get("op"), e.get("bytes"), e.get("async_op")) for e in timeline.events
+        ]
 
     events = run_ranks(rank_fn, 2, timeout_s=30)[0]
     assert events == [
-        ("collective", "allreduce_", 40),
-        ("collective", "allreduce_", 24),
-        ("between", None, None),
-        ("collective", "broadcast_", 8),
+        ("collective", "allreduce_", 40, False),
+        ("collective", "allreduce_", 24, True),
+        ("between", None, None, None),
+        ("collective", "broadcast_", 8, False),
     ]
 
 
