@@ -2,6 +2,7 @@
 input, to recompute the block in backward)."""
 
 # fails: test_activation_bytes
+# fails-on-gpu: test_activation_bytes_cuda
 # %% activation_bytes
 import torch
 

@@ -1,6 +1,7 @@
 """activation_bytes that assumes 4 bytes per number whatever the dtype."""
 
 # fails: test_activation_bytes
+# fails-on-gpu: test_activation_bytes_cuda
 # %% activation_bytes
 import torch
 

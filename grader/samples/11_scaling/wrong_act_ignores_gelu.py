@@ -2,6 +2,7 @@
 own input (5 * d numbers per row and block instead of 9 * d)."""
 
 # fails: test_activation_bytes
+# fails-on-gpu: test_activation_bytes_cuda
 # %% activation_bytes
 import torch
 
