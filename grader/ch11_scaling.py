@@ -334,13 +334,14 @@ def _check_bucketed(cls, widths, bucket_bytes, seed, steps=2, world_size=2, back
     if "failed" in seen:
         _ranks_failed(what, seen["failed"], "BucketedDDP")
     expected = single_process_gradients(widths, seed, x, y, steps)
+    tol = 1e-6 if backend == "gloo" else 1e-5  # GPU kernels round differently from the CPU
     model = ddp_test_model(widths, seed)
     param_bytes = [p.numel() * p.element_size() for p in model.parameters()]
     for rank, result in enumerate(seen["ranks"]):
         for step, (got, want) in enumerate(zip(result["grads"], expected)):
             for name, w in want.items():
                 g = got.get(name)
-                if g is not None and g.shape == w.shape and torch.allclose(g, w, atol=1e-6):
+                if g is not None and g.shape == w.shape and torch.allclose(g, w, atol=tol):
                     continue
                 ratio = (g.norm() / w.norm()).item() if g is not None and g.shape == w.shape else 0
                 if abs(ratio - world_size) < 1e-3:
@@ -514,18 +515,19 @@ def _check_sharded(cls, optimizer_name, kwargs, widths, seed, world_size=2, back
     if "failed" in seen:
         _ranks_failed(what, seen["failed"], "ShardedOptimizer")
     want, full_state = unsharded_training(optimizer_name, kwargs, widths, seed, x, y)
+    tol = 1e-6 if backend == "gloo" else 1e-5
     per_param_state = [2 * p.numel() * p.element_size() for p in want.values()]
     for rank, result in enumerate(seen["ranks"]):
         for name, w in want.items():
             g = result["params"].get(name)
             require(
-                g is not None and g.shape == w.shape and torch.allclose(g, w.detach(), atol=1e-6),
+                g is not None and g.shape == w.shape and torch.allclose(g, w.detach(), atol=tol),
                 f"{what}: rank {rank}: {name} after {_ZERO_STEPS} steps, vs one unsharded "
                 f"torch.optim.{optimizer_name}",
                 yours=None
                 if g is None
                 else f"largest difference {(g - w.detach()).abs().max().item():.3g}",
-                expected="equal (largest difference <= 1e-6)",
+                expected=f"equal (largest difference <= {tol:g})",
                 cause="after updating its shard, each parameter must reach every rank: "
                 "dist.broadcast(p.data, src=<the rank that owns p>) on every rank, for every "
                 "parameter",
