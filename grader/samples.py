@@ -28,6 +28,7 @@ import ast
 import contextlib
 import copy
 import io
+import linecache
 import os
 import re
 import tempfile
@@ -314,9 +315,13 @@ def run_test_cells(
                 if path:  # written, not executed, as IPython's %%writefile does
                     Path(path).write_text(course.split_writefile(code)[1])
                     continue
+                filename = f"<solution {grade_id}>"
+                # In the line cache, as IPython keeps a cell: ranks spawned on a machine with a
+                # GPU rebuild the cell's functions and classes from their source.
+                linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
                 with contextlib.suppress(Exception):
                     exec(
-                        compile(code, f"<solution {grade_id}>", "exec", dont_inherit=True),
+                        compile(code, filename, "exec", dont_inherit=True),
                         namespace,
                     )  # noqa: S102
             results = {}

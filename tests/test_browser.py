@@ -6,7 +6,7 @@ Selenium through Debian's ``chromedriver``, then does what a student does in
 ``01_devices``: runs the notebook from the Run menu, sees the plots and the "needs a GPU"
 notices, types a wrong ``pick_device`` and reads the teaching failure message, types a
 correct one and sees its visible test pass, and presses nbgrader's *Validate* button. An
-instructor's formgrader page lists the nine assignments.
+instructor's formgrader page lists every assignment.
 
 A screenshot of each step is saved in ``.artifacts/browser/`` (``BROWSER_ARTIFACTS`` to
 change it). The test skips, with the reason, only where Chromium or its driver is not
