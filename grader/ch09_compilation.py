@@ -517,24 +517,33 @@ def _compile_ratio(compile_speedup, fn, n: int, device: str) -> tuple[float, flo
     return float(mine), ref
 
 
-def _check_speedup(compile_speedup, fn, n: int, device: str, label: str, attempts: int = 5) -> None:
+def _check_speedup(
+    compile_speedup, fn, n: int, device: str, label: str, attempts: int = 5, needed: int = 2
+) -> None:
     # Calls of ~30 us on a shared machine: two runs of the reference differ by up to 2x, so the
-    # band is 3x either way, and a pair (yours, the reference) measured during a burst of other
-    # work is measured again, up to five times, after a short pause. The listed mistakes land
-    # far outside the band (ratios below 0.3) every time. Yours runs in your process, the
-    # reference in the grading process, one after the other on the same machine.
-    tries = []
+    # band is 3x either way. A pair (yours, the reference) measured during a burst of other work
+    # can land anywhere, so pairs are measured up to five times, after a short pause each, and
+    # two of them must be in the band. One is not enough: a pause of the process while the eager
+    # calls of a wrong answer are timed once lifted one that times compilation (about 100 ms
+    # with warm caches) into the band on a loaded CI machine. The listed mistakes land far
+    # outside the band (ratios below 0.3) otherwise. Yours runs in your process, the reference
+    # in the grading process, one after the other on the same machine.
+    tries, good = [], 0
     for attempt_number in range(attempts):
         if attempt_number:
             time.sleep(0.5 * attempt_number)
         mine, ref = _compile_ratio(compile_speedup, fn, n, device)
         tries.append(f"{mine:.2f} vs {ref:.2f}")
-        if mine > 1.0 and ref / 3 <= mine <= 3 * ref:
+        good += mine > 1.0 and ref / 3 <= mine <= 3 * ref
+        if good >= needed:
             return
+        if good + attempts - attempt_number - 1 < needed:
+            break
     require(
         False,
         f"compile_speedup({fn.__name__}, {label}) vs the reference measured just now "
-        f"({attempts} tries, yours vs the reference: {', '.join(tries)})",
+        f"(yours vs the reference, {needed} of up to {attempts} tries must agree: "
+        f"{', '.join(tries)})",
         yours=f"{mine:.3g}",
         expected=f"about {ref:.2f}",
         cause=(
