@@ -618,8 +618,8 @@ def check_seed_everything_cuda(seed_everything) -> None:
 #: GPUs of the simulated machine the CPU checks play (current process and fresh children).
 SIMULATED_GPUS = 4
 #: Values the CPU check asks about, and the hidden check.
-VISIBLE_VALUES = ("", "-1", "2,0", "1,-1,3")
-VISIBLE_VALUES_HIDDEN = ("0", "3,1,0", "0,2,-1,1", "5")
+VISIBLE_VALUES = ("", "-1", "1,-1,3")
+VISIBLE_VALUES_HIDDEN = ("3,1,0", "0,2,-1,1", "5")
 
 _SITE = Path(__file__).resolve().parent / "simulated_site"
 
