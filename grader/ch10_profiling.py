@@ -278,6 +278,24 @@ def make_training(seed: int = 0, steps: int = 4):
     return model, batches
 
 
+def _traced(events: list[dict], out, key: str = "out", on_device: bool | None = None) -> dict:
+    """What a trace probe hands back: the trace ``events``, the student's result under ``key``
+    (a copy of the tensor, or ``None`` for anything else), its type's name and, when given,
+    whether the result stayed on the device."""
+    record = {
+        "events": events,
+        key: out.detach().clone() if isinstance(out, torch.Tensor) else None,
+        "type": type(out).__name__,
+    }
+    if on_device is not None:
+        record["on_device"] = on_device
+    return record
+
+
+def _on_cuda(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cuda"
+
+
 def _probe_train_simulated(train_without_syncs) -> dict:
     """Probe: the student's loop on the simulated GPU (kernel model), inside the range."""
     model, batches = make_training()
@@ -289,8 +307,7 @@ def _probe_train_simulated(train_without_syncs) -> dict:
             out = train_without_syncs(model, batches, optimizer)
         on_device = _on_sim_device(sim, out)
         events = _sim_events(sim)
-    losses = out.detach().clone() if isinstance(out, torch.Tensor) else None
-    return {"events": events, "losses": losses, "type": type(out).__name__, "on_device": on_device}
+    return _traced(events, out, "losses", on_device)
 
 
 def _require_losses(seen: dict, expected: torch.Tensor) -> None:
@@ -380,13 +397,7 @@ def _probe_train_cuda(train_without_syncs) -> dict:
     train_without_syncs(warm, batches, torch.optim.SGD(warm.parameters(), lr=0.1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     out, events = profile_cuda(lambda: train_without_syncs(model, batches, optimizer))
-    is_tensor = isinstance(out, torch.Tensor)
-    return {
-        "events": events,
-        "losses": out.detach().clone() if is_tensor else None,
-        "type": type(out).__name__,
-        "on_device": is_tensor and out.device.type == "cuda",
-    }
+    return _traced(events, out, "losses", _on_cuda(out))
 
 
 def check_train_without_syncs_cuda(train_without_syncs) -> None:
@@ -426,11 +437,7 @@ def _probe_fused_simulated(fused_step) -> dict:
         with torch.profiler.record_function(WINDOW):
             out = fused_step(x, w, b)
         events = _sim_events(sim)
-    return {
-        "events": events,
-        "out": out.detach().clone() if isinstance(out, torch.Tensor) else None,
-        "type": type(out).__name__,
-    }
+    return _traced(events, out)
 
 
 def _judge_fused(
@@ -492,12 +499,7 @@ def _probe_fused_cuda(fused_step) -> dict:
     for _ in range(3):
         fused_step(x, w, b)
     out, events = profile_cuda(lambda: fused_step(x, w, b))
-    ok = isinstance(out, torch.Tensor)
-    return {
-        "events": events,
-        "out": out.detach().clone() if ok else None,
-        "type": type(out).__name__,
-    }
+    return _traced(events, out)
 
 
 def check_fused_step_cuda(fused_step) -> None:
@@ -542,13 +544,7 @@ def _probe_pipeline_simulated(overlapped_pipeline) -> dict:
         sim.synchronize()
         events = _sim_events(sim)
         on_device = _on_sim_device(sim, out)
-    return {
-        "race": None,
-        "events": events,
-        "out": out.detach().clone() if isinstance(out, torch.Tensor) else None,
-        "type": type(out).__name__,
-        "on_device": on_device,
-    }
+    return {"race": None, **_traced(events, out, on_device=on_device)}
 
 
 def _expected_pipeline(device: str = "cpu") -> torch.Tensor:
@@ -646,13 +642,7 @@ def _probe_pipeline_cuda(overlapped_pipeline) -> dict:
     with torch.no_grad():
         overlapped_pipeline(model, batches[:2], device)  # warm-up
         out, events = profile_cuda(lambda: overlapped_pipeline(model, batches, device))
-    ok = isinstance(out, torch.Tensor)
-    return {
-        "events": events,
-        "out": out.detach().clone() if ok else None,
-        "type": type(out).__name__,
-        "on_device": ok and out.device.type == "cuda",
-    }
+    return _traced(events, out, on_device=_on_cuda(out))
 
 
 def check_overlapped_pipeline_cuda(overlapped_pipeline) -> None:
