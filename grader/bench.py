@@ -148,13 +148,16 @@ def extrapolate(rows: list[Run], students: int = 5000, notebooks: int = 11) -> s
     a measurement): core-seconds per notebook from the one-at-a-time run, then wall time on
     nodes of this machine's size grading one submission per two cores."""
     serial = next((r for r in rows if r.engine == "local" and r.jobs == 1), rows[0])
+    # without a one-at-a-time run: the first run's time per submission times its jobs
+    one_s = serial.per_student_s * (serial.jobs if serial.engine == "local" else 1)
+    how = "" if serial.jobs == 1 else f" (from the run with {serial.jobs} at a time)"
     cores = os.cpu_count() or 1
-    core_s = serial.per_student_s * 2  # one submission keeps about two cores busy (job + kernel)
-    total_h = students * notebooks * serial.per_student_s / 3600
+    core_s = one_s * 2  # one submission keeps about two cores busy (job + kernel)
+    total_h = students * notebooks * one_s / 3600
     per_node = max(1, cores // 2)
     lines = [
-        f"Extrapolation (not measured): {serial.per_student_s:.1f} s per submission one at a time "
-        f"here, about {core_s:.0f} core-seconds each. {students:,} students x {notebooks} notebooks "
+        f"Extrapolation (not measured): {one_s:.1f} s per submission one at a time here{how}, "
+        f"about {core_s:.0f} core-seconds each. {students:,} students x {notebooks} notebooks "
         f"= {students * notebooks:,} submissions: {total_h:.0f} h one at a time"
     ]
     for nodes in (1, 10, 50):

@@ -3,7 +3,8 @@ for every submission, however broken or hostile.
 
 The instructor's command (``python -m grader autograde``) calls :func:`grade_class`. For each
 (student, assignment) it starts a **job**, a separate process that grades that one submission
-(:mod:`grader.job`: intake, sandboxed kernel, nbgrader's ``autograde``, checks judged in the job
+(forked by Python's fork server, which has imported what a job needs once; :mod:`grader.job`:
+intake, sandboxed kernel, nbgrader's ``autograde``, checks judged in the job
 process). The job writes a JSON result; this process then, one job at a time, copies the scores
 into the main gradebook with nbgrader's ``Gradebook`` API under the student's real name
 (flagged submissions get ``needs_manual_grade``, so nbgrader's formgrader lists them), copies the
@@ -28,6 +29,9 @@ import concurrent.futures
 import contextlib
 import hashlib
 import json
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.process
 import os
 import re
 import shutil
@@ -44,7 +48,7 @@ from traitlets.config import Config
 
 from .common import GRADING_ENV
 from .config import course_config
-from .job import ALIAS, PARENT_ENV, kill_tree
+from .job import ALIAS, PARENT_ENV, kill_tree, run_forked
 from .options import GradingOptions
 from .report import Result, format_summary, write_report_csv
 
@@ -208,7 +212,11 @@ def save_manifest(work: Path, manifest: dict) -> None:
 
 
 #: Grading processes running now (killed together if the command is stopped).
-_LIVE: set[subprocess.Popen] = set()
+_LIVE: set[multiprocessing.process.BaseProcess] = set()
+#: Modules a grading process needs, imported once by the fork server that starts them (torch,
+#: nbgrader, nbformat: about 4 s of CPU per process on a slow core). Each job is still a process
+#: of its own, forked from the server's state after these imports, never from one that graded.
+FORKSERVER_PRELOAD = ["grader.job", "grader.execute", "grader.judge", "nbgrader.apps"]
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 
@@ -222,43 +230,54 @@ def _stop_all_jobs() -> None:
         kill_tree(proc.pid)
 
 
+def _job_processes() -> multiprocessing.context.BaseContext:
+    """Python's fork server (:mod:`multiprocessing`), preloaded with what a job imports."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return context
+
+
 def run_job_process(job_file: Path, timeout_s: float) -> dict:
-    """Run ``python -m grader.job JOB`` here (killed with its kernels after ``timeout_s`` s or
-    when the command is stopped) and return its result dict (a *failed* result when it gave
-    none)."""
+    """Grade one job in a process of its own (:func:`grader.job.run_forked`, forked by the fork
+    server; its own session; killed with its kernels after ``timeout_s`` s or when the command
+    is stopped) and return its result dict (a *failed* result when it gave none). The process's
+    output goes to ``job.log`` in the job folder.
+
+    Raises:
+        RuntimeError: the command is stopping (no new job starts).
+    """
     job = json.loads(job_file.read_text())
+    log_file = Path(job["job_dir"]) / "job.log"
     env = dict(os.environ, **{GRADING_ENV: "1", PARENT_ENV: str(os.getpid())})
     with _LIVE_LOCK:
         if _STOPPING.is_set():
             raise RuntimeError("grading was stopped")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.job", str(job_file)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            start_new_session=True,
+        proc = _job_processes().Process(
+            target=run_forked, args=(str(job_file), env, str(log_file)), name="grader.job"
         )
+        proc.start()
         _LIVE.add(proc)
     timed_out = False
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_tree(proc.pid)  # the job and its kernels, not only the job
-        stdout, stderr = proc.communicate()
+        proc.join(timeout_s)
+        if proc.is_alive():
+            timed_out = True
+            kill_tree(proc.pid)  # the job and its kernels, not only the job
+            proc.join()
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
-    (Path(job["job_dir"]) / "job.log").write_text(stdout + stderr)
-    log = (stdout + stderr)[-3000:]
+    try:
+        log = log_file.read_text(errors="replace")[-3000:]
+    except OSError:
+        log = ""
     result_file = Path(job["result"])
     if not timed_out and result_file.is_file():
         return json.loads(result_file.read_text())
     why = (
         f"the grading process did not finish within {timeout_s:.0f} s"
         if timed_out
-        else f"the grading process ended with status {proc.returncode}: {log.strip()[-300:]}"
+        else f"the grading process ended with status {proc.exitcode}: {log.strip()[-300:]}"
     )
     return asdict(
         Result(job["student"], job["assignment"], "failed", notes=[why], digest=job["digest"])

@@ -2,8 +2,8 @@
 
 `Ray <https://docs.ray.io>`_ schedules one task per submission on the cluster's nodes. A task
 receives what it needs as data (the submission folder's entries, the assignment's template
-gradebook), grades the submission on its node exactly as a local job does (``python -m
-grader.job``: intake, the bubblewrap sandbox and limits of :mod:`grader.isolation`, the checks
+gradebook), grades the submission on its node exactly as a local job does (a
+:mod:`grader.job` process: intake, the bubblewrap sandbox and limits of :mod:`grader.isolation`, the checks
 judged in the job process), and returns the result and the autograded notebook. This process,
 the driver, writes them into the one nbgrader gradebook and the manifest as the local engine
 does, so reports, resuming and regrading are the same.

@@ -875,8 +875,9 @@ def _tf32_matmuls() -> bool:
         return False
 
 
-def _timer_patches(sim: SimulatedCuda) -> list:
-    """Make ``timeit`` and ``torch.utils.benchmark.Timer`` read the virtual clock.
+def _timer_patches(sim: SimulatedCuda, *, virtual: bool = True) -> list:
+    """Make ``timeit`` and ``torch.utils.benchmark.Timer`` read the virtual clock (with
+    ``virtual=False``: only make torch's Timer synchronize the simulated GPU by default).
 
     ``timeit.Timer`` and torch's Timer bind their clock when they are defined (a default
     argument, a class attribute), so patching ``time`` alone does not reach them. Torch's
@@ -884,7 +885,10 @@ def _timer_patches(sim: SimulatedCuda) -> list:
     GPU; on a machine without one, torch 2.11 picked the plain clock when it was imported):
     in the simulation it always does, as on a real GPU. A clock passed explicitly
     (``timer=time.perf_counter``) reads the virtual clock without synchronizing, as it would
-    on a GPU.
+    on a GPU. In real time (``virtual=False``) torch's default timer still synchronizes the
+    simulated GPU, whatever torch picked at import: torch 2.11 on a CPU-only machine picked
+    the plain clock, and a Timer that never waits for the simulated kernels would grow its
+    block size until the launch queue holds minutes of work.
     """
     import timeit
 
@@ -894,6 +898,8 @@ def _timer_patches(sim: SimulatedCuda) -> list:
     real = (*_REAL_CLOCKS, timeit.default_timer)
 
     def plain(clock):
+        if not virtual:
+            return timeit.default_timer if clock is None else clock
         return sim._host_clock_read if clock is None or any(clock is c for c in real) else clock
 
     class SimTimeitTimer(timeit.Timer):
@@ -905,10 +911,13 @@ def _timer_patches(sim: SimulatedCuda) -> list:
             clock = sim._synchronized_clock_read if timer is torch_default else plain(timer)
             super().__init__(stmt, setup, clock, globals)
 
+    torch_timer = mock.patch.object(bench_timer.Timer, "_timer_cls", SimTorchTimeitTimer)
+    if not virtual:
+        return [torch_timer]
     return [
         mock.patch.object(timeit, "default_timer", sim._host_clock_read),
         mock.patch.object(timeit, "Timer", SimTimeitTimer),
-        mock.patch.object(bench_timer.Timer, "_timer_cls", SimTorchTimeitTimer),
+        torch_timer,
     ]
 
 
@@ -1010,6 +1019,8 @@ def simulated_cuda(
             mock.patch.object(time, "perf_counter_ns", lambda: int(sim._host_clock_read() * 1e9)),
             *_timer_patches(sim),
         ]
+    else:
+        patches += _timer_patches(sim, virtual=False)
     accel = getattr(torch, "accelerator", None)
     if accel is not None:
         for attr, value in {

@@ -348,14 +348,29 @@ def _job_key(job_dir: Path) -> str:
 
 
 def _grading_processes(work: Path) -> list[str]:
-    """Command lines of the grading jobs (and their kernels) of the working folder ``work``."""
+    """The grading jobs of the working folder ``work`` (processes writing a ``job.log`` there:
+    jobs are forked by a fork server, so their command lines do not name the job) and their
+    kernels (whose command lines do)."""
     import psutil
 
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in psutil.process_iter(["cmdline", "name"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if str(work) in cmdline and ("grader.job" in cmdline or "kernel" in cmdline):
-            found.append(f"{proc.pid}: {cmdline[:200]}")
+        if str(work) in cmdline and "kernel" in cmdline:
+            found.append(f"{proc.pid}: kernel {cmdline[:200]}")
+            continue
+        if "python" not in (proc.info["name"] or ""):
+            continue
+        try:
+            logs = [
+                f.path
+                for f in proc.open_files()
+                if f.path.startswith(str(work)) and f.path.endswith("job.log")
+            ]
+        except psutil.Error:
+            continue
+        if logs:
+            found.append(f"{proc.pid}: job writing {logs[0]}")
     return found
 
 

@@ -234,7 +234,9 @@ def _node_busy(node) -> bool:
 
     try:
         raylet = psutil.Process(node.all_processes["raylet"][0].process.pid)
-        return any("grader.job" in " ".join(p.cmdline()) for p in raylet.children(recursive=True))
+        # a kernel under the node's raylet: a job is grading there (the fork server that
+        # starts jobs stays between them, so its command line says nothing)
+        return any("ipykernel" in " ".join(p.cmdline()) for p in raylet.children(recursive=True))
     except (psutil.Error, KeyError, IndexError, AttributeError):
         time.sleep(0.2)
         return False
