@@ -330,6 +330,10 @@ def autograde(
     """Autograde every submission in a folder with nbgrader, several at a time, each isolated
     (see :mod:`grader.grading`), into the gradebook of ``work``.
 
+    The grading processes are started by :mod:`multiprocessing`'s fork server, which imports a
+    script's main module again: a script calling this keeps its top-level work under
+    ``if __name__ == "__main__":`` (without it, Python's own error says so and every job fails).
+
     Args:
         submitted: ``<student>/<assignment>/<assignment>.ipynb`` folder (default
             ``<work>/submitted``).

@@ -433,3 +433,43 @@ RUN_TIME_ONLY = {
 def test_the_scan_flags_tampering_by_assignment_or_dynamic_code(case):
     code = "\n".join(case.code.values())
     assert scan.scan_source(code.replace(REFERENCE, "")), case.name
+
+
+def test_the_fork_server_preload_does_not_touch_cuda():
+    """Jobs are forked from a process that imported ``grading.FORKSERVER_PRELOAD``: if an
+    import there asked CUDA anything (even ``is_available``, which initialises the driver),
+    a job's CUDA checks on a GPU machine would run in a process forked after CUDA started."""
+    code = (
+        "import torch\n"
+        "def refuse(*a, **k):\n"
+        "    raise AssertionError('CUDA was queried while importing the preload')\n"
+        "for name in ('is_available', 'device_count', 'init', 'current_device'):\n"
+        "    setattr(torch.cuda, name, refuse)\n"
+        "import importlib\n"
+        f"for m in {grading.FORKSERVER_PRELOAD!r}:\n"
+        "    importlib.import_module(m)\n"
+        "assert not torch.cuda.is_initialized()\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=course.REPO, timeout=120
+    )
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_a_job_process_gives_a_clear_result_when_it_dies(tmp_path):
+    """A grading process that dies before writing its result (here: its job file points at a
+    result folder that does not exist) gives a *failed* result with its log, not an exception."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    job_file = job_dir / "job.json"
+    job_file.write_text(
+        json.dumps(
+            {"job_dir": str(job_dir), "result": str(tmp_path / "missing" / "result.json"),
+             "student": "s", "assignment": A, "digest": "x", "options": {}}
+        )  # fmt: skip
+    )
+    result = grading.run_job_process(job_file, timeout_s=120)
+    assert result["status"] == "failed"
+    assert "the grading process ended with status" in result["notes"][0]
+    assert (job_dir / "job.log").is_file()
