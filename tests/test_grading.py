@@ -465,8 +465,14 @@ def test_a_job_process_gives_a_clear_result_when_it_dies(tmp_path):
     job_file = job_dir / "job.json"
     job_file.write_text(
         json.dumps(
-            {"job_dir": str(job_dir), "result": str(tmp_path / "missing" / "result.json"),
-             "student": "s", "assignment": A, "digest": "x", "options": {}}
+            {
+                "job_dir": str(job_dir),
+                "result": str(tmp_path / "missing" / "result.json"),
+                "student": "s",
+                "assignment": A,
+                "digest": "x",
+                "options": {},
+            }
         )  # fmt: skip
     )
     result = grading.run_job_process(job_file, timeout_s=120)
