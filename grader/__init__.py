@@ -5,8 +5,9 @@ Importing this package keeps ``rfc3987_syntax`` out of the process. ``jsonschema
 it builds about 35 Lark parsers at import time: about 2 s of CPU on a slow core, in every process
 that reads a notebook (each grading process, each command). No notebook or Jupyter schema uses
 those formats (jsonschema issue #1428, opendatahub-io/notebooks issue #3532), so ``jsonschema``
-simply goes without the two checkers here. Processes that do not import ``grader`` first (a
-Jupyter server, a student's kernel) are not affected.
+simply goes without the two checkers in processes that import ``grader`` before it (the
+commands, grading processes, and graded kernels, whose guard is ``grader.guard``); a Jupyter
+server or a student's own kernel that does not is not affected.
 """
 
 import sys

@@ -620,10 +620,11 @@ SIMULATED_GPUS = 4
 #: Values the CPU check asks about, and the hidden check. Each costs a fresh Python process that
 #: imports torch (about 2 s of CPU on a slow core), so each value must reject answers the others
 #: let through: ``""`` (no GPU, not all: an emptied variable is not an unset one; an in-process
-#: ``os.environ`` change still counts 4), ``"1,-1,3"`` (CUDA stops at the first invalid id: 1,
-#: not 3 ids or 2 numbers; a child without the inherited environment counts 0) and ``"3,1,5"``
-#: (an index past the last GPU ends the list: 2, not 3; order does not matter).
-VISIBLE_VALUES = ("", "1,-1,3")
+#: ``os.environ`` change still counts 4), ``"2,0,-1,1,3"`` (CUDA stops at the first invalid
+#: id: 2, not 5 ids or the 4 valid ones; not "1 if anything is visible"; a child without the
+#: inherited environment counts 0) and ``"3,1,5"`` (an index past the last GPU ends the list:
+#: 2, not 3; order does not matter).
+VISIBLE_VALUES = ("", "2,0,-1,1,3")
 VISIBLE_VALUES_HIDDEN = ("3,1,5",)
 
 _SITE = Path(__file__).resolve().parent / "simulated_site"

@@ -32,15 +32,18 @@ import json
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.process
+import multiprocessing.util
 import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
 from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from tqdm.auto import tqdm
@@ -48,7 +51,7 @@ from traitlets.config import Config
 
 from .common import GRADING_ENV
 from .config import course_config
-from .job import ALIAS, PARENT_ENV, kill_tree, run_forked
+from .job import ALIAS, PARENT_ENV, PRIVATE_TMP_ENV, kill_tree, run_forked
 from .options import GradingOptions
 from .report import Result, format_summary, write_report_csv
 
@@ -212,7 +215,7 @@ def save_manifest(work: Path, manifest: dict) -> None:
 
 
 #: Grading processes running now (killed together if the command is stopped).
-_LIVE: set[multiprocessing.process.BaseProcess] = set()
+_LIVE: set[psutil.Process | multiprocessing.process.BaseProcess] = set()
 #: Modules a grading process needs, imported once by the fork server that starts them (torch,
 #: nbgrader, nbformat: about 4 s of CPU per process on a slow core). Each job is still a process
 #: of its own, forked from the server's state after these imports, never from one that graded.
@@ -227,7 +230,16 @@ def _stop_all_jobs() -> None:
         _STOPPING.set()
         live = list(_LIVE)
     for proc in live:
-        kill_tree(proc.pid)
+        if not isinstance(proc, psutil.Process) or _still_running(proc):
+            kill_tree(proc.pid)
+
+
+def _still_running(handle: psutil.Process | None) -> bool:
+    """Whether a job process is still running (a zombie, ended but not reaped, is not)."""
+    try:
+        return handle is not None and handle.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _job_processes() -> multiprocessing.context.BaseContext:
@@ -248,25 +260,46 @@ def run_job_process(job_file: Path, timeout_s: float) -> dict:
     """
     job = json.loads(job_file.read_text())
     log_file = Path(job["job_dir"]) / "job.log"
-    env = dict(os.environ, **{GRADING_ENV: "1", PARENT_ENV: str(os.getpid())})
+    env = dict(
+        os.environ,
+        **{
+            GRADING_ENV: "1",
+            PARENT_ENV: str(os.getpid()),
+            # this process's private temporary folder (mode 0700), where the fork server's
+            # socket is: the job puts its kernel sockets there too and hides it from kernels
+            PRIVATE_TMP_ENV: multiprocessing.util.get_temp_dir(),
+        },
+    )
+    if _STOPPING.is_set():
+        raise RuntimeError("grading was stopped")
+    proc = _job_processes().Process(
+        target=run_forked, args=(str(job_file), env, str(log_file)), name="grader.job"
+    )
+    # outside the lock: the first start waits for the fork server's imports (seconds), and a
+    # stop must not wait for that
+    proc.start()
+    try:
+        handle = psutil.Process(proc.pid)  # pid and start time: safe from a reused pid
+    except psutil.Error:
+        handle = None  # already ended
     with _LIVE_LOCK:
-        if _STOPPING.is_set():
-            raise RuntimeError("grading was stopped")
-        proc = _job_processes().Process(
-            target=run_forked, args=(str(job_file), env, str(log_file)), name="grader.job"
-        )
-        proc.start()
-        _LIVE.add(proc)
+        _LIVE.add(handle or proc)
+        stopping = _STOPPING.is_set()
+    if stopping:
+        kill_tree(proc.pid)
+    started = time.monotonic()
     timed_out = False
     try:
         proc.join(timeout_s)
-        if proc.is_alive():
-            timed_out = True
-            kill_tree(proc.pid)  # the job and its kernels, not only the job
-            proc.join()
+        if _still_running(handle):
+            # past the time limit, or the fork server died (join returns then, while its
+            # forked job still runs): either way the job and its kernels are killed
+            timed_out = time.monotonic() - started >= timeout_s
+            kill_tree(proc.pid)
+            proc.join(10)
     finally:
         with _LIVE_LOCK:
-            _LIVE.discard(proc)
+            _LIVE.discard(handle or proc)
     try:
         log = log_file.read_text(errors="replace")[-3000:]
     except OSError:

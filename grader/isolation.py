@@ -44,6 +44,11 @@ class IsolationPolicy:
         sockets: A short folder for the kernel's connection sockets (writable).
         options: The class's grading options.
         seed_home: Warm caches copied into each fresh home (or None).
+        private_tmp: The grading command's private temporary folder (its fork server's socket,
+            every job's kernel sockets): hidden from kernels, which see only their own
+            ``sockets`` folder inside it. Under ``/tmp`` it is hidden anyway; elsewhere (a
+            ``TMPDIR`` on another disk) a read-only view would still let a kernel connect to
+            those sockets.
     """
 
     work: Path
@@ -54,6 +59,7 @@ class IsolationPolicy:
     sockets: Path
     options: GradingOptions
     seed_home: Path | None = None
+    private_tmp: Path | None = None
 
     @property
     def start_dir(self) -> Path:
@@ -73,16 +79,17 @@ class IsolationPolicy:
     def protected(self) -> list[str]:
         """Folders no kernel may read: the course's answers and the instructor's data."""
         package = Path(course.__file__).resolve().parent
-        return sorted(
-            {
-                str(course.SOLUTIONS),
-                str(course.REPO / ".git"),
-                str(package / "samples"),
-                str(Path(self.work).resolve()),
-                str(Path(self.submitted_root).resolve()),
-                str(course.WORK.resolve()),
-            }
-        )
+        protected = {
+            str(course.SOLUTIONS),
+            str(course.REPO / ".git"),
+            str(package / "samples"),
+            str(Path(self.work).resolve()),
+            str(Path(self.submitted_root).resolve()),
+            str(course.WORK.resolve()),
+        }
+        if self.private_tmp is not None:
+            protected.add(str(Path(self.private_tmp).resolve()))
+        return sorted(protected)
 
     def sandbox_settings(self, guard_file: Path) -> SandboxSettings:
         """The launcher's settings (:mod:`grader.sandbox`)."""

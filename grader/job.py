@@ -54,6 +54,9 @@ from .report import Result, not_checked_cells
 
 #: Environment variable holding the pid of the command that started a grading process.
 PARENT_ENV = "GRADER_COMMAND_PID"
+#: Environment variable naming the command's private temporary folder (the fork server's socket
+#: is there): the job makes its kernel's socket folder inside it, and kernels never see it.
+PRIVATE_TMP_ENV = "GRADER_PRIVATE_TMP"
 #: The student id inside a job's private course (the real one is put back by the class run).
 ALIAS = "student"
 #: Error names a CourseExecute writes into a cell (see grader.execute).
@@ -88,8 +91,14 @@ def _end_with_parent(poll_s: float = 1.0) -> None:
     except (psutil.Error, ValueError):
         parent = None
 
+    def alive() -> bool:
+        try:  # a killed command that nobody has reaped yet is a zombie: dead all the same
+            return parent is not None and parent.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
     def watch() -> None:
-        while parent is not None and parent.is_running():
+        while alive():
             time.sleep(poll_s)
         # no wait between the kill and the exit: while this thread waited, the grading would
         # notice its dead kernel, start a new one and could finish the submission
@@ -215,7 +224,11 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     (job_dir / "source" / aid).mkdir(parents=True, exist_ok=True)
     shutil.copy(job["template_db"], job_dir / "gradebook.db")
     autograded = job_dir / "autograded" / ALIAS / aid
-    sockets = Path(tempfile.mkdtemp(prefix="gk-"))  # short: a socket path has 107 bytes at most
+    private = os.environ.get(PRIVATE_TMP_ENV) or None
+    if private and not Path(private).is_dir():
+        private = None
+    # short: a socket path has 107 bytes at most
+    sockets = Path(tempfile.mkdtemp(prefix="gk-", dir=private))
     policy = IsolationPolicy(
         work=work,
         submitted_root=Path(job["submitted_root"]),
@@ -225,6 +238,7 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
         sockets=sockets,
         options=options,
         seed_home=Path(job["seed_home"]) if job.get("seed_home") else None,
+        private_tmp=Path(private) if private else None,
     )
     autograded.mkdir(parents=True, exist_ok=True)  # bound into the sandbox before nbgrader writes
     guard_file, sandbox_file = policy.write()

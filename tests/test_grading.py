@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -479,3 +480,80 @@ def test_a_job_process_gives_a_clear_result_when_it_dies(tmp_path):
     assert result["status"] == "failed"
     assert "the grading process ended with status" in result["notes"][0]
     assert (job_dir / "job.log").is_file()
+
+
+def test_a_job_whose_fork_server_dies_is_killed_and_reported(tmp_path):
+    """If the fork server dies (the OOM killer, a signal to the command's process group),
+    ``join`` returns at once while its forked job still runs: the job and its kernel are
+    killed, the submission gets a *failed* result, and the next class starts a new server."""
+    import threading
+
+    import psutil
+
+    from grader.pipeline import autograde as autograde_in_process
+
+    submitted, work = tmp_path / "submitted", tmp_path / "work"
+    nb = samples.build_submission(A, None)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    first.source = "import time\ntime.sleep(600)\n" + first.source
+    (submitted / "sleeper" / A).mkdir(parents=True)
+    nbformat.write(nb, str(submitted / "sleeper" / A / f"{A}.ipynb"))
+    options = grading.GradingOptions.for_machine(1, cpu_ok=True)
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.extend(
+            autograde_in_process(
+                submitted, work=work, assignment_ids=[A], options=options, progress=False
+            )
+        ),
+        daemon=True,
+    )
+    thread.start()
+    wait_for(lambda: _grading_processes(work) and any("kernel" in p for p in _grading_processes(work)), 300, "a kernel")  # fmt: skip
+    me = psutil.Process()
+    servers = [p for p in me.children() if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+    assert len(servers) == 1, [p.cmdline() for p in me.children()]
+    servers[0].kill()
+    thread.join(60)
+    assert not thread.is_alive(), "autograde did not return after its fork server died"
+    assert [r.status for r in results] == ["failed"], results
+    wait_for(lambda: not _grading_processes(work), 20, "the orphaned job and its kernel to end")
+
+
+def test_the_command_private_folder_is_hidden_from_kernels_outside_tmp(tmp_path):
+    """With ``TMPDIR`` on another disk, the command's private folder (the fork server's socket,
+    every job's kernel sockets) is not under the sandbox's private /tmp: the policy hides it,
+    and a kernel sees only its own socket folder inside it."""
+    from grader.isolation import IsolationPolicy
+
+    if not sandbox.bwrap_available():
+        pytest.skip("bubblewrap is not available here")
+    outside = Path("/var/tmp") if Path("/var/tmp").is_dir() else None
+    if outside is None or not os.access(outside, os.W_OK):
+        pytest.skip("no writable folder outside /tmp")
+    private = Path(tempfile.mkdtemp(prefix="pymp-test-", dir=outside))
+    try:
+        (private / "listener-1234").write_text("the fork server's socket\n")
+        mine, other = private / "gk-mine", private / "gk-other"
+        mine.mkdir()
+        other.mkdir()
+        (other / "k-1").write_text("a neighbour's kernel socket\n")
+        job_dir = tmp_path / "work" / "job"
+        policy = IsolationPolicy(
+            work=tmp_path / "work", submitted_root=tmp_path / "submitted", job_dir=job_dir,
+            notebook_dir=job_dir / "nb", box=job_dir / "box", sockets=mine,
+            options=grading.GradingOptions.for_machine(1, cpu_ok=True), private_tmp=private,
+        )  # fmt: skip
+        assert str(private.resolve()) in policy.protected()
+        policy.notebook_dir.mkdir(parents=True)
+        guard_file, _ = policy.write()
+        settings = policy.sandbox_settings(guard_file)  # what the job's kernel gets
+        code = f"import os; print(sorted(os.listdir({str(private)!r})), os.access({str(mine)!r}, os.W_OK))"
+        proc = subprocess.run(
+            sandbox.bwrap_command(settings, [sys.executable, "-c", code]),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.split() == ["['gk-mine']", "True"]
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
