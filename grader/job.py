@@ -30,6 +30,7 @@ The process ends, with the kernels it started, when the command that started it 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -194,6 +195,10 @@ def run_forked(job_file: str, env: dict[str, str], log: str) -> None:
     a session of its own, send stdout and stderr (the kernels' too) to ``log``, take the
     command's environment ``env`` whole, and grade the job."""
     os.setsid()
+    # multiprocessing made the fork server this process's default start method: put back the
+    # platform's default, as in a fresh Python, or every DataLoader worker a check starts here
+    # (08's reference timings) would go through a fork server of its own and start slowly
+    multiprocessing.set_start_method(None, force=True)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
