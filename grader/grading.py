@@ -31,7 +31,6 @@ import hashlib
 import json
 import multiprocessing
 import multiprocessing.context
-import multiprocessing.process
 import multiprocessing.util
 import os
 import re
@@ -51,7 +50,7 @@ from traitlets.config import Config
 
 from .common import GRADING_ENV
 from .config import course_config
-from .job import ALIAS, PARENT_ENV, PRIVATE_TMP_ENV, kill_tree, run_forked
+from .job import ALIAS, PARENT_ENV, PRIVATE_TMP_ENV, is_alive, kill_tree, run_forked
 from .options import GradingOptions
 from .report import Result, format_summary, write_report_csv
 
@@ -215,7 +214,7 @@ def save_manifest(work: Path, manifest: dict) -> None:
 
 
 #: Grading processes running now (killed together if the command is stopped).
-_LIVE: set[psutil.Process | multiprocessing.process.BaseProcess] = set()
+_LIVE: set[psutil.Process] = set()
 #: Modules a grading process needs, imported once by the fork server that starts them (torch,
 #: nbgrader, nbformat: about 4 s of CPU per process on a slow core). Each job is still a process
 #: of its own, forked from the server's state after these imports, never from one that graded.
@@ -230,16 +229,8 @@ def _stop_all_jobs() -> None:
         _STOPPING.set()
         live = list(_LIVE)
     for proc in live:
-        if not isinstance(proc, psutil.Process) or _still_running(proc):
+        if is_alive(proc):
             kill_tree(proc.pid)
-
-
-def _still_running(handle: psutil.Process | None) -> bool:
-    """Whether a job process is still running (a zombie, ended but not reaped, is not)."""
-    try:
-        return handle is not None and handle.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _job_processes() -> multiprocessing.context.BaseContext:
@@ -283,7 +274,8 @@ def run_job_process(job_file: Path, timeout_s: float) -> dict:
     except psutil.Error:
         handle = None  # already ended
     with _LIVE_LOCK:
-        _LIVE.add(handle or proc)
+        if handle is not None:
+            _LIVE.add(handle)
         stopping = _STOPPING.is_set()
     if stopping:
         kill_tree(proc.pid)
@@ -291,7 +283,7 @@ def run_job_process(job_file: Path, timeout_s: float) -> dict:
     timed_out = False
     try:
         proc.join(timeout_s)
-        if _still_running(handle):
+        if is_alive(handle):
             # past the time limit, or the fork server died (join returns then, while its
             # forked job still runs): either way the job and its kernels are killed
             timed_out = time.monotonic() - started >= timeout_s
@@ -299,7 +291,7 @@ def run_job_process(job_file: Path, timeout_s: float) -> dict:
             proc.join(10)
     finally:
         with _LIVE_LOCK:
-            _LIVE.discard(handle or proc)
+            _LIVE.discard(handle)
     try:
         log = log_file.read_text(errors="replace")[-3000:]
     except OSError:

@@ -75,6 +75,15 @@ def kill_tree(pid: int, *, include_root: bool = True, wait_s: float = 10) -> Non
     kill_processes([*procs, root] if include_root else procs, wait_s=wait_s)
 
 
+def is_alive(proc: psutil.Process | None) -> bool:
+    """Whether ``proc`` (pid and start time, so not a reused pid) still runs; a zombie (ended,
+    not yet reaped by its parent) does not."""
+    try:
+        return proc is not None and proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _end_with_parent(poll_s: float = 1.0) -> None:
     """Stop this grading process, and the kernels it started, when the command that started it
     dies (killed, or its machine's session ended).
@@ -92,14 +101,8 @@ def _end_with_parent(poll_s: float = 1.0) -> None:
     except (psutil.Error, ValueError):
         parent = None
 
-    def alive() -> bool:
-        try:  # a killed command that nobody has reaped yet is a zombie: dead all the same
-            return parent is not None and parent.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
     def watch() -> None:
-        while alive():
+        while is_alive(parent):  # a killed command nobody has reaped yet is dead all the same
             time.sleep(poll_s)
         # no wait between the kill and the exit: while this thread waited, the grading would
         # notice its dead kernel, start a new one and could finish the submission
