@@ -626,6 +626,11 @@ SIMULATED_GPUS = 4
 #: 2, not 3; order does not matter).
 VISIBLE_VALUES = ("", "2,0,-1,1,3")
 VISIBLE_VALUES_HIDDEN = ("3,1,5",)
+#: The values of the same check on a real GPU machine, compared with the reference: ``""`` and
+#: ``"-1"`` expose no GPU (an answer that sets ``os.environ`` in this process still counts the
+#: GPUs CUDA found at initialisation; one that counts the ids says 1 for ``"-1"``) and ``"0"``
+#: exposes one (an answer that always says 0 is right for the other two).
+VISIBLE_VALUES_GPU = ("", "-1", "0")
 
 _SITE = Path(__file__).resolve().parent / "simulated_site"
 
@@ -723,7 +728,7 @@ def check_visible_gpu_count(visible_gpu_count) -> None:
     visible_gpu_count = student(visible_gpu_count, "visible_gpu_count")
     if torch.cuda.is_available():
         ref = reference(ASSIGNMENT).visible_gpu_count
-        values = ("", "-1")
+        values = VISIBLE_VALUES_GPU
         expected = {v: ref(v) for v in values}
         seen = visible_gpu_count.probe(_probe_visible_gpu_count, values, False)
         label = "in a process whose CUDA is already initialised"

@@ -123,3 +123,25 @@ def test_fresh_process_sees_the_simulated_machine():
     probe = checks._probe_visible_gpu_count
     result = probe(seen, ("0,1", "3"), True)
     assert [r["value"] for r in result["records"]] == [2, 1]
+
+
+def test_visible_gpu_count_check_on_a_gpu_machine_rejects_always_zero(monkeypatch):
+    """On a GPU machine the check compares with the reference for its own values: an answer
+    that always says 0 is right for "" and "-1", so one value must expose a GPU. Plays a
+    1-GPU machine: CUDA "available", its initialisation a no-op, and a reference that counts
+    what CUDA would expose there."""
+    import types
+
+    from grader.simulated_site.sitecustomize import visible_count
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    ref = types.SimpleNamespace(visible_gpu_count=lambda value: visible_count(value, 1))
+    monkeypatch.setattr(checks, "reference", lambda assignment: ref)
+
+    def always_zero(cuda_visible_devices):
+        return 0
+
+    with pytest.raises(CheckFailed, match="visible_gpu_count\\('0'\\)"):
+        checks.check_visible_gpu_count(always_zero)
+    checks.check_visible_gpu_count(ref.visible_gpu_count)  # the right counts pass

@@ -251,3 +251,21 @@ def test_sync_points_cuda_check_compares_with_the_measurement(monkeypatch):
         checks.check_sync_points_cuda(key)
         with pytest.raises(CheckFailed, match="set_sync_debug_mode on this GPU for 1 snippet"):
             checks.check_sync_points_cuda({**key, "to_cpu_non_blocking": True})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+def test_time_gpu_cuda_check_when_the_gpu_clock_rises_from_idle(monkeypatch):
+    """The sleep kernel spins for clock cycles: while the GPU's clock still rises from idle
+    (here: its first seven kernels at 40% of the clock), whoever is timed first measures 2.5x.
+    The reference is timed before the student's function too, so that is not the student."""
+    from grader.simulate import simulated_cuda
+
+    calls = []
+
+    def sleep(cycles):
+        calls.append(cycles)
+        sim.launch(cycles / (0.4e6 if len(calls) <= 7 else 1e6))
+
+    with simulated_cuda() as sim:
+        monkeypatch.setattr(torch.cuda, "_sleep", sleep)
+        checks.check_time_gpu_cuda(reference_fn(A, "time_gpu"))
