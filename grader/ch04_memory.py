@@ -490,6 +490,14 @@ def check_train_without_leak(train_without_leak) -> None:
 SIM_LINK = {"h2d_gbps": 24.0, "pageable_gbps": 12.0, "pin_gbps": 6.0}
 #: The copy size of both h2d_bandwidth checks.
 H2D_BYTES = 256 * MB
+#: Rounds of the CUDA check. Each round measures the student's function (in their process), then
+#: the reference (here), so the two are taken close together, and each side's best figure over
+#: the rounds counts. Other work on the machine only ever slows a copy down: the grading jobs
+#: beside this one run their ordinary cells (demo cells that copy hundreds of MB, training on
+#: the GPU) outside the ``_cuda`` lock, over the same PCIe link and host memory, so one round of
+#: either side can be halved. A wrong answer (no synchronize, pinning timed, GiB) is off in every
+#: round alike and still fails.
+H2D_ROUNDS = 3
 
 
 def _probe_h2d_bandwidth(h2d_bandwidth, nbytes: int) -> dict:
@@ -574,31 +582,41 @@ def check_h2d_bandwidth_cuda(h2d_bandwidth) -> None:
     """On a real GPU: within [0.67, 1.5] of the reference in the same run, pinned > pageable.
 
     The student's function is measured in their process, the reference here, on the same GPU
-    in the same grading job.
+    in the same grading job, in :data:`H2D_ROUNDS` alternating rounds; each side's best round
+    counts (work beside this job can only slow a round down).
     """
     if not cuda_or_not_checked("h2d_bandwidth on a real GPU"):
         return
     h2d_bandwidth = student(h2d_bandwidth, "h2d_bandwidth")
-    results = _bandwidths(h2d_bandwidth.probe(_probe_h2d_bandwidth_cuda, H2D_BYTES))
     ref = reference(ASSIGNMENT).h2d_bandwidth
-    torch.cuda.synchronize()
+    rounds: dict[bool, list[float]] = {True: [], False: []}
+    ref_rounds: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(H2D_ROUNDS):
+        results = _bandwidths(h2d_bandwidth.probe(_probe_h2d_bandwidth_cuda, H2D_BYTES))
+        torch.cuda.synchronize()
+        for pinned in (True, False):
+            rounds[pinned].append(results[pinned])
+            ref_rounds[pinned].append(ref(H2D_BYTES, pinned))
+    best = {pinned: max(values) for pinned, values in rounds.items()}
     for pinned in (True, False):
-        mine, theirs = results[pinned], ref(H2D_BYTES, pinned)
+        mine, theirs = best[pinned], max(ref_rounds[pinned])
         ratio = mine / theirs
         require(
             0.67 <= ratio <= 1.5,
-            f"h2d_bandwidth(256 MB, pinned={pinned}) / reference on this GPU",
-            yours=f"{mine:.1f} GB/s (ratio {ratio:.2f})",
+            f"h2d_bandwidth(256 MB, pinned={pinned}) / reference on this GPU (best of "
+            f"{H2D_ROUNDS} rounds each)",
+            yours=f"{mine:.1f} GB/s (ratio {ratio:.2f}; rounds "
+            f"{', '.join(f'{v:.1f}' for v in rounds[pinned])})",
             expected=f"{theirs:.1f} GB/s",
             cause="synchronize before stopping the clock, time only the copy, and report 10^9 bytes/s",
         )
     require(
-        results[True] > results[False],
+        best[True] > best[False],
         "pinned must beat pageable for 256 MB",
-        yours=results,
+        yours=best,
         expected="pinned faster",
         cause="pin the source when pinned=True",
     )
     passed(
-        f"h2d_bandwidth on this GPU: pinned {results[True]:.1f} GB/s, pageable {results[False]:.1f} GB/s"
+        f"h2d_bandwidth on this GPU: pinned {best[True]:.1f} GB/s, pageable {best[False]:.1f} GB/s"
     )

@@ -544,48 +544,69 @@ def check_matmul_tflops(matmul_tflops) -> None:
     passed("matmul_tflops measures the simulated GPU exactly, and 4096 beats 4095 in bf16")
 
 
+#: The real-GPU check's cases: the first is compared with the reference; the second (aligned)
+#: must beat the third (misaligned).
+CUDA_CASES = [(4096, torch.bfloat16), (8192, torch.bfloat16), (8191, torch.bfloat16)]
+#: Rounds of the real-GPU check. Each round times the student's function (in their process),
+#: then the reference (here), so the two are measured close together, and each side's best
+#: figure over the rounds counts. Other work on the GPU only ever slows a matmul down: the
+#: grading jobs beside this one run their ordinary cells (the sawtooth and TF32 demos of this
+#: notebook, training in others) outside the ``_cuda`` lock, so one round of either side can be
+#: halved; clocks still rising after an idle spell slow the first round. A wrong count of flops,
+#: GFLOP/s or a missing synchronize is off in every round alike and still fails.
+CUDA_ROUNDS = 3
+
+
 def check_matmul_tflops_cuda(matmul_tflops) -> None:
     """On a real GPU: within [0.8, 1.25] of the reference at 4096 bf16; 8192 faster than 8191.
 
     The student's function runs in their process (a probe), the reference here, on the same
-    GPU in the same grading job.
+    GPU in the same grading job, in :data:`CUDA_ROUNDS` alternating rounds; each side's best
+    round counts.
     """
     if not cuda_or_not_checked("matmul_tflops on real Tensor Cores"):
         return
     matmul_tflops = student(matmul_tflops, "matmul_tflops")
-    cases = [(4096, torch.bfloat16), (8192, torch.bfloat16), (8191, torch.bfloat16)]
-    records = matmul_tflops.probe(_probe_matmul_tflops, cases)
-    mine, aligned, misaligned = (
-        _replay("matmul_tflops", record, f"matmul_tflops({n}, {dtype})")
-        for (n, dtype), record in zip(cases, records)
-    )
-    for (n, dtype), value in zip(cases, (mine, aligned, misaligned)):
-        require(
-            isinstance(value, float) and math.isfinite(value) and value > 0,
-            f"matmul_tflops({n}, {dtype}) must return a positive float",
-            yours=repr(value),
-            expected="a float (TFLOP/s)",
-            cause="return 2 * n**3 / seconds / 1e12 as a float",
-        )
-    theirs = reference(ASSIGNMENT).matmul_tflops(4096, torch.bfloat16)
+    ref = reference(ASSIGNMENT).matmul_tflops
+    cases = list(CUDA_CASES)
+    seen: list[list[float]] = [[] for _ in cases]
+    ref_rounds = []
+    for _ in range(CUDA_ROUNDS):
+        records = matmul_tflops.probe(_probe_matmul_tflops, cases)
+        for i, ((n, dtype), record) in enumerate(zip(cases, records)):
+            value = _replay("matmul_tflops", record, f"matmul_tflops({n}, {dtype})")
+            require(
+                isinstance(value, float) and math.isfinite(value) and value > 0,
+                f"matmul_tflops({n}, {dtype}) must return a positive float",
+                yours=repr(value),
+                expected="a float (TFLOP/s)",
+                cause="return 2 * n**3 / seconds / 1e12 as a float",
+            )
+            seen[i].append(value)
+        ref_rounds.append(ref(*cases[0]))
+    mine, aligned, misaligned = (max(values) for values in seen)
+    theirs = max(ref_rounds)
+    (n, dtype), (n_aligned, _), (n_misaligned, _) = cases
     ratio = mine / theirs
     # Reference figure: about 0.98-1.02 for the reference against itself.
     require(
         0.8 <= ratio <= 1.25,
-        "matmul_tflops(4096, bf16) / reference on this GPU",
-        yours=f"{mine:.0f} TFLOP/s (ratio {ratio:.2f})",
+        f"matmul_tflops({n}, {dtype}) / reference on this GPU (best of {CUDA_ROUNDS} rounds each)",
+        yours=f"{mine:.0f} TFLOP/s (ratio {ratio:.2f}; rounds "
+        f"{', '.join(f'{v:.0f}' for v in seen[0])})",
         expected=f"{theirs:.0f} TFLOP/s",
         cause="2*n**3 flops, synchronize, warm up, median of repeats",
     )
     require(
         aligned > misaligned,
-        "8192 must beat 8191 in bf16 on this GPU",
+        f"{n_aligned} must beat {n_misaligned} in {dtype} on this GPU",
         yours=f"{aligned:.0f} vs {misaligned:.0f} TFLOP/s",
-        expected="8192 faster",
+        expected=f"{n_aligned} faster",
         cause="time each size the same way",
     )
     passed(
-        f"matmul_tflops on this GPU: {mine:.0f} TFLOP/s at 4096 (reference {theirs:.0f}); 8192: {aligned:.0f}, 8191: {misaligned:.0f}"
+        f"matmul_tflops on this GPU: {mine:.0f} TFLOP/s at {n} (reference {theirs:.0f}); "
+        f"{n_aligned}: {aligned:.0f}, {n_misaligned}: {misaligned:.0f}"
     )
 
 
