@@ -374,7 +374,9 @@ def test_forked_ranks_that_cannot_run_autograd_are_spawned_again(tmp_path):
     autograd as it is."""
     cell = "import torch.distributed as dist\n\n" + _sample_cell("correct_avg_one_flat_buffer")
     code = _AFTER_TRACING.replace("CELL", repr(cell))
-    env = dict(os.environ, PYTHONPATH=str(course.REPO))
+    # The case is a machine without a GPU: on a GPU machine, hide the GPUs from the child (there
+    # fork_is_safe() is False and the ranks are spawned from the start, so nothing is retried).
+    env = dict(os.environ, PYTHONPATH=str(course.REPO), CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
         timeout=600,
