@@ -25,9 +25,11 @@ nbgrader's behaviour for ordinary cells (an error or a timeout scores that cell 
   which runs each request in the kernel as a hidden execution and reads back plain data. The
   cell's outputs are the judge's (nbgrader scores them as usual). A request is bounded by the
   cell's time limit; a kernel that dies or hangs during one is handled as above;
-* **the GPU to itself** for ``_cuda`` test cells (:attr:`CourseExecute.gpu_lock`): a file
-  lock shared by the grading jobs of a class, so a timing check never competes with a
-  neighbour's kernels;
+* **the GPU to itself** for ``_cuda`` test cells (:attr:`CourseExecute.gpu_lock`, see
+  :class:`GpuTurn`): a ``_cuda`` cell holds the machine's GPU lock exclusively and every other
+  cell holds it shared, so a timing check never competes with a neighbour's cells while ordinary
+  cells of different jobs still run side by side; the time spent waiting for a turn counts
+  against neither the cell's nor the notebook's time limit;
 * **a cap on every cell's outputs** (:attr:`CourseExecute.output_bytes`), whatever their kind
   (printed text, ``display_data``, images): past the cap, outputs are dropped and a note says
   so; display updates cannot reach test cells.
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import signal
 import threading
 import time
@@ -68,6 +71,76 @@ def kill_processes(procs: list[psutil.Process], wait_s: float = 0.0) -> None:
 
 class KernelStuck(RuntimeError):
     """The kernel did not stop after an interrupt: it is killed and restarted."""
+
+
+class GpuBusy(RuntimeError):
+    """A cell waited :attr:`CourseExecute.gpu_lock_timeout` seconds for its turn on the GPU
+    without getting it: the cell is not run (a test cell scores 0), with this message."""
+
+
+class GpuTurn:
+    """A cell's turn on the GPU that the grading jobs of one machine share (``flock(2)``).
+
+    A ``_cuda`` test cell holds ``path`` **exclusively**: no other job's cell runs while its
+    timings are taken. Every other cell holds it **shared**, so cells of different jobs run
+    side by side as before and only wait while a ``_cuda`` cell runs. A turnstile
+    (``path + ".gate"``), held by a cell while it waits for its hold, makes later cells queue
+    behind a waiting ``_cuda`` cell, which therefore never starves behind a stream of
+    ordinary cells. Use as a context manager; :attr:`waited` is the seconds spent waiting.
+
+    Raises:
+        GpuBusy: on entry, when the turn did not come within ``timeout`` seconds.
+    """
+
+    def __init__(self, path: str, *, exclusive: bool, timeout: float):
+        self.path, self.exclusive, self.timeout = path, exclusive, timeout
+        self.waited = 0.0
+        self._fds: list[int] = []
+
+    def _take(self, fd: int, how: int, deadline: float) -> None:
+        import fcntl
+
+        while True:
+            try:
+                fcntl.flock(fd, how | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise GpuBusy(
+                        f"NOT RUN: the GPU stayed busy with other submissions' CUDA cells for "
+                        f"{self.timeout:g} s, so this cell did not get its turn (a test cell "
+                        "scores 0). Grade this submission again (--regrade) when the machine "
+                        "is less loaded."
+                    ) from None
+                time.sleep(0.05)
+
+    def __enter__(self) -> GpuTurn:
+        import fcntl
+
+        asked = time.monotonic()
+        deadline = asked + self.timeout
+        gate = os.open(self.path + ".gate", os.O_RDWR | os.O_CREAT, 0o600)
+        hold = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._fds = [hold, gate]
+        try:
+            self._take(gate, fcntl.LOCK_EX, deadline)
+            try:
+                self._take(hold, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH, deadline)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        except BaseException:
+            self._close()
+            raise
+        self.waited = time.monotonic() - asked
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        for fd in self._fds:  # closing releases the flock
+            os.close(fd)
+        self._fds = []
 
 
 class CourseExecute(Execute):
@@ -238,13 +311,17 @@ class CourseExecute(Execute):
         meta = cell.metadata.get("nbgrader", {})
         return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
-    def _gpu_lock_for(self, cell: NotebookNode):
+    def _gpu_turn(self, cell: NotebookNode) -> GpuTurn | contextlib.nullcontext:
+        """The cell's turn on the GPU (see :class:`GpuTurn`); nothing to wait for where
+        :attr:`gpu_lock` is empty (a machine without a GPU)."""
+        if not self.gpu_lock:
+            return contextlib.nullcontext(GpuTurn("", exclusive=False, timeout=0))
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if not self.gpu_lock or not grade_id.endswith(CUDA_SUFFIX):
-            return contextlib.nullcontext()
-        from filelock import FileLock
-
-        return FileLock(self.gpu_lock, timeout=self.gpu_lock_timeout)
+        return GpuTurn(
+            self.gpu_lock,
+            exclusive=self._is_test_cell(cell) and grade_id.endswith(CUDA_SUFFIX),
+            timeout=self.gpu_lock_timeout,
+        )
 
     def _deferred(self, cell: NotebookNode) -> bool:
         """Leave a test cell outside :attr:`judge_only` to another machine (score 0 here,
@@ -265,22 +342,43 @@ class CourseExecute(Execute):
         ]
         return True
 
-    def _judge(self, cell: NotebookNode, index: int, deadline: float) -> None:
-        """Judge a test cell in this process; its outputs become the judge's."""
-        via = KernelChannel(self, cell, index, min(deadline, time.monotonic() + self.timeout))
+    def _judge(self, cell: NotebookNode, index: int, deadline: float) -> float:
+        """Judge a test cell in this process; its outputs become the judge's.
+
+        The cell first waits for its turn on the GPU (:meth:`_gpu_turn`); its time limit (and
+        the notebook's ``deadline``) count from when it has it, since waiting for other
+        students' cells is no fault of this submission's.
+
+        Returns:
+            Seconds spent waiting for the turn (the caller moves the notebook's deadline by as
+            much).
+        """
         points = float(cell.metadata.get("nbgrader", {}).get("points", 0) or 0)
-        with self._gpu_lock_for(cell):
-            try:
-                verdict = judge.judge_cell(cell.source, via, points)
-            except judge.UnsupportedTestCell as exc:
-                verdict = judge.Verdict(outputs=[judge.error_output(exc)])
+        try:
+            with self._gpu_turn(cell) as turn:
+                limit = min(deadline + turn.waited, time.monotonic() + self.timeout)
+                via = KernelChannel(self, cell, index, limit)
+                try:
+                    verdict = judge.judge_cell(cell.source, via, points)
+                except judge.UnsupportedTestCell as exc:
+                    verdict = judge.Verdict(outputs=[judge.error_output(exc)])
+        except GpuBusy as busy:
+            cell.outputs = [judge.error_output(busy)]
+            self._record(cell, str(busy))
+            return self.gpu_lock_timeout
         cell.outputs = via.student_outputs() + verdict.outputs
         if verdict.error:
+            self._record(cell, verdict.error)
+        return turn.waited
+
+    def _record(self, cell: NotebookNode, error: str) -> None:
+        """Note a judged cell's failure for the grading report."""
+        if error:
             self.resources.setdefault("course_events", []).append(
                 {
                     "cell": cell.get("id"),
                     "grade_id": cell.metadata.get("nbgrader", {}).get("grade_id"),
-                    "error": verdict.error,
+                    "error": error,
                     "message": "judged in the grading process",
                 }  # fmt: skip
             )
@@ -365,9 +463,14 @@ class CourseExecute(Execute):
                                 and self._is_test_cell(cell)
                                 and judge.judged_here(cell.source)
                             ):
-                                self._judge(cell, index, deadline)
+                                deadline += self._judge(cell, index, deadline)
                             else:
-                                self.preprocess_cell(cell, self.resources, index)
+                                with self._gpu_turn(cell) as turn:
+                                    deadline += turn.waited
+                                    self.preprocess_cell(cell, self.resources, index)
+                        except GpuBusy as busy:
+                            self._error(cell, "GpuBusy", str(busy))
+                            deadline += self.gpu_lock_timeout
                         except (
                             DeadKernelError, KernelStuck, CellTimeoutError, remote.KernelLost
                         ) as exc:  # fmt: skip

@@ -557,3 +557,118 @@ def test_the_command_private_folder_is_hidden_from_kernels_outside_tmp(tmp_path)
         assert proc.stdout.split() == ["['gk-mine']", "True"]
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _held_lock(path: Path, seconds: float, exclusive: bool = True):
+    """Hold the GPU turn at ``path`` in another thread for ``seconds`` (another job's cell)."""
+    import threading
+
+    from grader.execute import GpuTurn
+
+    taken = threading.Event()
+
+    def hold():
+        with GpuTurn(str(path), exclusive=exclusive, timeout=30):
+            taken.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert taken.wait(10)
+    return thread
+
+
+def _cell(grade_id: str | None = "test_x_cuda", source: str = '"""A CUDA check."""'):
+    cell = nbformat.v4.new_code_cell(source)
+    if grade_id:
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "solution": False,
+            "grade_id": grade_id,
+            "points": 1,
+        }
+    return cell
+
+
+def test_a_cuda_cell_time_limit_counts_from_when_it_holds_the_gpu(tmp_path, monkeypatch):
+    """Waiting for other jobs' cells must not eat this cell's time limit (a correct answer
+    would score 0 for a neighbour's slowness), nor the notebook's."""
+    from grader import execute
+
+    limits = []
+    real = execute.KernelChannel
+
+    def channel(executor, cell, index, deadline):
+        limits.append((time.monotonic(), deadline))
+        return real(executor, cell, index, deadline)
+
+    monkeypatch.setattr(execute, "KernelChannel", channel)
+    ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), timeout=5)
+    ex.resources = {}
+    holder = _held_lock(tmp_path / "gpu.lock", 2.0, exclusive=False)  # another job's code cell
+    asked = time.monotonic()
+    waited = ex._judge(_cell(), 0, deadline=asked + 1.0)
+    holder.join()
+    (got_it, limit) = limits[0]
+    assert waited >= 1.5 and got_it - asked >= 1.5
+    assert limit >= got_it + 0.9  # the notebook's last second, moved by the wait
+    holder = _held_lock(tmp_path / "gpu.lock", 2.0, exclusive=False)
+    assert ex._judge(_cell("test_y"), 0, deadline=time.monotonic() + 60) < 0.5  # shared: no wait
+    holder.join()
+
+
+def test_a_cuda_cell_that_never_gets_the_gpu_scores_0_with_a_reason(tmp_path):
+    from grader import execute
+
+    ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), gpu_lock_timeout=1)
+    ex.resources = {}
+    cell = _cell()
+    holder = _held_lock(tmp_path / "gpu.lock", 3.0)
+    ex._judge(cell, 0, deadline=time.monotonic() + 60)
+    holder.join()
+    assert [o.ename for o in cell.outputs] == ["GpuBusy"]
+    assert "stayed busy" in cell.outputs[0].evalue
+    assert ex.resources["course_events"][0]["grade_id"] == "test_x_cuda"
+
+
+def test_cuda_cells_have_the_gpu_alone_and_never_starve(tmp_path):
+    """Ordinary cells of different jobs share the GPU; a _cuda test cell waits for them and
+    then runs alone; an ordinary cell that asks after a waiting _cuda cell queues behind it."""
+    import threading
+
+    from grader.execute import GpuTurn
+
+    path = str(tmp_path / "gpu.lock")
+    events: list[tuple[str, str]] = []
+    log = threading.Lock()
+
+    def cell(name: str, exclusive: bool, seconds: float, delay: float):
+        time.sleep(delay)
+        with GpuTurn(path, exclusive=exclusive, timeout=30):
+            with log:
+                events.append(("start", name))
+            time.sleep(seconds)
+            with log:
+                events.append(("end", name))
+
+    plan = [("a", False, 1.0, 0.0), ("b", False, 1.0, 0.1), ("cuda", True, 0.5, 0.3),
+            ("c", False, 0.2, 0.6)]  # fmt: skip
+    threads = [threading.Thread(target=cell, args=p) for p in plan]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    order = [f"{kind}:{name}" for kind, name in events]
+    assert order.index("start:b") < order.index("end:a")  # shared holds run side by side
+    start = order.index("start:cuda")
+    assert order[start + 1] == "end:cuda"  # alone on the GPU
+    assert order.index("end:a") < start and order.index("end:b") < start
+    assert order.index("start:c") > start  # queued behind the waiting _cuda cell
+
+
+def test_without_a_gpu_lock_cells_never_wait(tmp_path):
+    from grader import execute
+
+    ex = execute.CourseExecute()
+    with ex._gpu_turn(_cell()) as turn:
+        assert turn.waited == 0
