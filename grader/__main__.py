@@ -169,7 +169,9 @@ def _cmd_benchmark(args) -> int:
 def _cmd_verify_gpu(args) -> int:
     from . import verify
 
-    result = verify.run_part(args.part, args.out)
+    result = verify.run_part(
+        args.part, args.out, assignments=args.assignment, only=args.only, keyword=args.keyword
+    )
     print((Path(args.out) / f"part{args.part}.md").read_text())
     return 0 if result["ok"] else 1
 
@@ -369,6 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=Path, default=Path("verify-gpu"), help="folder for logs and summaries"
     )
+    p.add_argument(
+        "--assignment", nargs="+", default=None,
+        help="parts 2 and 3: grade these assignments (e.g. those a stopped part did not reach)",
+    )  # fmt: skip
+    p.add_argument(
+        "--only", nargs="+", default=None, help="part 1: measure only these figure groups"
+    )
+    p.add_argument("-k", dest="keyword", default=None, help="part 1: pytest -k for the CUDA tests")
     p.set_defaults(func=_cmd_verify_gpu)
     return parser
 

@@ -21,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -555,13 +556,20 @@ def _plot(name, title, xlabel, ylabel, series, logx=False, bars=False) -> None:
 
 
 def measure(
-    only: list[str] | None = None, plots: Path | None = None
+    only: list[str] | None = None,
+    plots: Path | None = None,
+    on_group: Callable[[str, list[Figure], BaseException | None], None] | None = None,
 ) -> tuple[list[Figure], list[str]]:
     """Measure every figure this machine can show.
 
     Args:
         only: Names from :data:`GPU_FIGURES` to run (default all).
         plots: Folder for the plots (default ``images/measured/``).
+        on_group: Called on a GPU after each group with its name, its figures and the
+            exception it raised (``None`` when it finished). With it, a group that raises is
+            reported there and the other groups still run, so one failure (or a run stopped
+            at a time limit, when the callback writes as it goes) keeps the figures already
+            measured; without it, the exception propagates.
 
     Returns:
         (figures measured, names of the GPU measurements skipped for lack of CUDA).
@@ -580,8 +588,17 @@ def measure(
     if plots is not None:
         _PLOTS_OVERRIDE.append(Path(plots))
     try:
-        for _name, _what, fn in tqdm(chosen, desc="measuring", unit="group"):
-            figures += fn()
+        for name, _what, fn in tqdm(chosen, desc="measuring", unit="group"):
+            try:
+                got = fn()
+            except Exception as exc:  # noqa: BLE001 - reported through on_group
+                if on_group is None:
+                    raise
+                on_group(name, [], exc)
+            else:
+                figures += got
+                if on_group is not None:
+                    on_group(name, got, None)
             torch.cuda.empty_cache()
     finally:
         if plots is not None:
@@ -627,7 +644,15 @@ def merge(path: Path, new: list[dict]) -> None:
 
 
 def main(only: list[str] | None = None, out: Path | None = None) -> int:
-    """The ``measure`` command: measure, print beside the peaks, write the records."""
+    """The ``measure`` command: measure, print beside the peaks, write the records.
+
+    On a GPU each group's records are merged into the records file as soon as the group
+    finishes, so a run stopped halfway (a lent machine's time limit) keeps what it measured; a
+    group that raises is reported with its traceback and the others still run.
+
+    Returns:
+        0, or 1 when a group failed.
+    """
     gpu = torch.cuda.is_available()
     device = torch.cuda.get_device_name() if gpu else "no CUDA GPU (CPU only)"
     peak = find_peak(device) if gpu else None
@@ -635,18 +660,35 @@ def main(only: list[str] | None = None, out: Path | None = None) -> int:
     if gpu:
         print(f"Published peaks: {peak.source}" if peak else
               "Published peaks: this GPU model is not in grader/measure.py PEAKS (ratios omitted)")  # fmt: skip
-    figures, skipped = measure(only)
-    for fig in figures:
-        print("  " + describe_row(fig, peak))
+    target = out or (RECORDED_FILE if gpu else None)
+    failed: list[str] = []
+
+    def keep(name: str, figures: list[Figure], error: BaseException | None) -> None:
+        if error is not None:
+            traceback.print_exception(error)
+            failed.append(f"{name}: {type(error).__name__}: {error}")
+        for fig in figures:
+            tqdm.write("  " + describe_row(fig, peak))
+        if figures and target is not None:
+            merge(Path(target), records(figures))
+
+    figures, skipped = measure(only, on_group=keep)
+    if not gpu:
+        for fig in figures:
+            print("  " + describe_row(fig, peak))
     if skipped:
         print("\nNeed a CUDA GPU, not measured here:")
         for line in skipped:
             print(f"  {line}")
-    target = out or (RECORDED_FILE if gpu else None)
+    if failed:
+        print("\nFailed (the other groups' figures are kept):")
+        for line in failed:
+            print(f"  {line}")
     if target is None:
         print("\nNothing written: CPU figures are not recordings of GPU claims "
               "(--out FILE writes them elsewhere).")  # fmt: skip
         return 0
-    merge(Path(target), records(figures))
+    if not gpu:
+        merge(Path(target), records(figures))
     print(f"\nWrote {len(figures)} figures to {target}" + (f"; plots in {PLOTS}" if gpu else ""))
-    return 0
+    return 1 if failed else 0

@@ -28,10 +28,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -131,7 +134,7 @@ def compile_problems(assignment_ids) -> list[str]:
 
 @dataclass
 class Step:
-    """One step of a part: a command, its outcome and its log file."""
+    """One step of a part: a command, its outcome and where its output went."""
 
     name: str
     command: list[str]
@@ -141,10 +144,19 @@ class Step:
     summary: dict = field(default_factory=dict)
 
 
-def _run(step: Step, out: Path, timeout: int) -> Step:
-    log = out / f"{step.name}.log"
+#: Seconds a demo of one assignment needs at the least (kernel starts, registration); a
+#: part does not start one with less time left, and names it in its "still to run" command.
+MIN_DEMO_S = 60
+
+
+def _run(step: Step, log: Path, timeout: int) -> str:
+    """Run ``step.command``, append its output to ``log`` under a header, return that output.
+
+    A step past ``timeout`` seconds is stopped (the output so far is kept and ends with a line
+    saying so): a lent GPU's command limit must never lose a whole part's results.
+    """
     start = time.monotonic()
-    with log.open("w") as f:
+    with tempfile.TemporaryFile("w+", errors="replace") as f:
         try:
             proc = subprocess.run(
                 step.command, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, cwd=course.REPO
@@ -152,14 +164,22 @@ def _run(step: Step, out: Path, timeout: int) -> Step:
             step.ok = proc.returncode == 0
         except subprocess.TimeoutExpired:
             f.write(f"\n[verify-gpu] stopped after {timeout} s\n")
+        f.seek(0)
+        text = f.read()
     step.seconds = round(time.monotonic() - start, 1)
     step.log = str(log)
-    return step
+    with log.open("a") as out:
+        out.write(f"\n===== {step.name}: {' '.join(step.command)} =====\n{text}")
+    return text
 
 
-def _pytest_summary(log: Path) -> dict:
-    """The last summary line of a pytest log and its failed tests."""
-    text = log.read_text(errors="replace") if log.is_file() else ""
+#: One line of ``pytest -v``: the test's id and its outcome.
+_PYTEST_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+
+
+def _pytest_summary(text: str) -> dict:
+    """What a ``pytest -v`` run says: its closing line (or, for a run stopped at its time
+    limit, the outcomes counted so far), the failed tests and how many tests ran."""
     lines = text.splitlines()
     summary = next(
         (
@@ -170,10 +190,22 @@ def _pytest_summary(log: Path) -> dict:
         ),
         "",
     )
-    return {
-        "summary": summary.strip("= "),
-        "failed": [line for line in lines if line.startswith("FAILED")],
-    }
+    outcomes: dict[str, str] = {}
+    for line in lines:
+        match = _PYTEST_LINE.match(line)
+        if match:
+            outcomes[match[1]] = match[2]
+    failed = sorted(t for t, o in outcomes.items() if o in ("FAILED", "ERROR"))
+    failed += [
+        line
+        for line in lines
+        if line.startswith(("FAILED ", "ERROR ")) and line.split()[1] not in failed
+    ]
+    if not summary:
+        counts = {o: list(outcomes.values()).count(o) for o in sorted(set(outcomes.values()))}
+        shown = ", ".join(f"{n} {o.lower()}" for o, n in counts.items()) or "no test finished"
+        summary = f"stopped before the end: {shown}"
+    return {"summary": summary.strip("= "), "failed": failed, "ran": len(outcomes)}
 
 
 def _demo_summary(path: Path) -> dict:
@@ -202,25 +234,76 @@ def demo_assignments(part: int) -> list[str]:
     return ids[:half] if part == 2 else ids[half:]
 
 
-def run_part(part: int, out: Path, *, budget_s: int = 530) -> dict:
-    """Run one part; write ``part<N>.json`` and ``part<N>.md`` into ``out``; return the summary.
+def _archive_figures(out: Path) -> str | None:
+    """Pack ``images/recorded_figures.json`` and ``images/measured/`` into ``out/figures.tgz``
+    (what comes back from a lent machine is a few files, not a folder of plots); return its
+    path, or None when nothing was measured."""
+    from .measure import PLOTS
+    from .recorded import RECORDED_FILE
+
+    members = [p for p in (RECORDED_FILE, PLOTS) if p.exists()]
+    if not members:
+        return None
+    archive = out / "figures.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in members:
+            tar.add(path, arcname=str(path.relative_to(course.REPO)))
+    return str(archive)
+
+
+def run_part(
+    part: int,
+    out: Path,
+    *,
+    budget_s: int = 530,
+    assignments: list[str] | None = None,
+    only: list[str] | None = None,
+    keyword: str | None = None,
+) -> dict:
+    """Run one part; write ``part<N>.json``, ``part<N>.md`` and ``part<N>.log`` into ``out``
+    (and, after part 1 on a GPU, ``figures.tgz``); return the summary.
+
+    Everything a part writes is at most four files in ``out`` itself, so it all comes back
+    from a lent machine whose ``$OUT`` returns at most eight. Each step stops at the part's
+    budget with what it had so far: a ``pytest`` run stopped early reports the outcomes it
+    reached, ``measure`` has already kept each finished group, and parts 2 and 3 grade one
+    assignment at a time and name the ones left for a next command.
+
+    Args:
+        part: 1 (preflight, ``pytest -m cuda``, ``measure``), 2 or 3 (the demo on CUDA).
+        out: Folder for what the part writes.
+        budget_s: Seconds the whole part may take (a lent machine allows 600 per command).
+        assignments: Parts 2 and 3: grade these instead of the part's half of the course.
+        only: Part 1: measure only these figure groups (``measure --only``).
+        keyword: Part 1: run only the CUDA tests that match (``pytest -k``).
 
     Raises:
-        ValueError: ``part`` is not 1, 2 or 3.
+        ValueError: ``part`` is not 1, 2 or 3, or an option does not belong to it.
     """
     if part not in (1, 2, 3):
         raise ValueError(f"--part must be 1, 2 or 3, not {part}")
+    if part == 1 and assignments:
+        raise ValueError("--assignment belongs to parts 2 and 3 (the demo), not part 1")
+    if part != 1 and (only or keyword):
+        raise ValueError("--only and -k belong to part 1 (measure and the CUDA tests)")
     import torch
 
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    log = out / f"part{part}.log"
+    log.write_text("")
     started = time.monotonic()
+
+    def left() -> int:
+        return budget_s - int(time.monotonic() - started)
+
+    gpu = torch.cuda.is_available()
     result: dict = {
         "part": part,
         "date": date.today().isoformat(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA GPU",
+        "device": torch.cuda.get_device_name(0) if gpu else "no CUDA GPU",
         "preflight": [asdict(c) for c in preflight()],
         "steps": [],
     }
@@ -228,45 +311,51 @@ def run_part(part: int, out: Path, *, budget_s: int = 530) -> dict:
     if part == 1:
         tests = Step(
             "pytest-cuda",
-            [
-                python,
-                "-m",
-                "pytest",
-                "-m",
-                "cuda",
-                "-q",
-                "-p",
-                "no:randomly",
-                "-o",
-                "addopts=-ra",
-                "tests",
-            ],
-        )
-        _run(tests, out, timeout=max(60, budget_s // 2))
-        tests.summary = _pytest_summary(Path(tests.log))
+            [python, "-m", "pytest", "-m", "cuda", "-v", "-p", "no:randomly",
+             "-o", "addopts=-ra", "--timeout", "240", *(["-k", keyword] if keyword else []),
+             "tests"],
+        )  # fmt: skip
+        tests.summary = _pytest_summary(_run(tests, log, timeout=max(60, left() // 2)))
         result["steps"].append(asdict(tests))
-        left = budget_s - int(time.monotonic() - started)
-        measure = Step("measure", [python, "-m", "grader", "measure"])
-        if torch.cuda.is_available() and left > 60:
-            _run(measure, out, timeout=left - 10)
+        measure = Step(
+            "measure", [python, "-m", "grader", "measure", *(["--only", *only] if only else [])]
+        )
+        if gpu and left() > 60:
+            measure.summary = {"groups": only or "all"}
+            _run(measure, log, timeout=left() - 15)
+            archive = _archive_figures(out)
+            if archive:
+                measure.summary["archive"] = archive
         else:
-            measure.summary = {
-                "skipped": "no CUDA GPU" if not torch.cuda.is_available() else "no time left"
-            }
+            measure.summary = {"skipped": "no CUDA GPU" if not gpu else "no time left"}
         result["steps"].append(asdict(measure))
     else:
-        ids = demo_assignments(part)
-        demo_json = out / f"demo-part{part}.json"
-        demo = Step(
-            f"demo-part{part}",
-            [python, "-m", "grader", "demo", "--no-feedback", "--json", str(demo_json),
-             *(x for a in ids for x in ("--assignment", a))],
-        )  # fmt: skip
-        _run(demo, out, timeout=budget_s)
-        demo.summary = _demo_summary(demo_json)
-        result["steps"].append(asdict(demo))
+        ids = [course.check_assignment(a) for a in (assignments or demo_assignments(part))]
+        rows: list[dict] = []
+        for i, aid in enumerate(ids):
+            if left() < MIN_DEMO_S:
+                rest = ids[i:]
+                result["still_to_run"] = rest
+                result["next_command"] = (
+                    f"python -m grader verify-gpu --part {part} --assignment {' '.join(rest)}"
+                )
+                break
+            with tempfile.TemporaryDirectory() as tmp:
+                demo_json = Path(tmp) / "demo.json"
+                demo = Step(
+                    f"demo-{aid}",
+                    [python, "-m", "grader", "demo", "--no-feedback", "--json", str(demo_json),
+                     "--assignment", aid],
+                )  # fmt: skip
+                _run(demo, log, timeout=left() - 5)
+                demo.summary = _demo_summary(demo_json)
+            rows += demo.summary.get("rows", [])
+            result["steps"].append(asdict(demo))
+        result["demo"] = {"all_as_declared": all(r["ok"] for r in rows), "rows": rows}
     result["seconds"] = round(time.monotonic() - started, 1)
-    result["ok"] = all(s["ok"] for s in result["steps"] if not s["summary"].get("skipped"))
+    result["ok"] = not result.get("still_to_run") and all(
+        s["ok"] for s in result["steps"] if not s["summary"].get("skipped")
+    )
     (out / f"part{part}.json").write_text(json.dumps(result, indent=1))
     (out / f"part{part}.md").write_text(format_markdown(result))
     return result
@@ -310,4 +399,19 @@ def format_markdown(result: dict) -> str:
                 )
         if "skipped" in summary:
             lines.append(f"skipped: {summary['skipped']}")
+        if "archive" in summary:
+            lines.append(
+                f"Figures and plots packed in {summary['archive']}: unpack at the repository root "
+                "(`tar -xzf figures.tgz`) and commit them."
+            )
+    if result.get("still_to_run"):
+        lines += [
+            "",
+            f"## Not reached in this part's time: {', '.join(result['still_to_run'])}",
+            f"Run next: `{result['next_command']}`",
+        ]
+    lines += [
+        "",
+        f"Every step's output: {Path(result['steps'][0]['log']).name}" if result["steps"] else "",
+    ]
     return "\n".join(lines) + "\n"

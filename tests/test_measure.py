@@ -108,3 +108,35 @@ def test_on_a_gpu_two_groups_measure_real_figures(tmp_path):
     values = {f.figure: f.value for f in figures}
     assert values["d2d_copy_bandwidth"] > 50  # GB/s: any datacenter GPU copies far faster
     assert values["cuda_graph_small_ops_speedup"] > 1
+
+
+def test_a_gpu_run_keeps_each_group_as_it_finishes_and_survives_a_failing_one(
+    tmp_path, monkeypatch, capsys
+):
+    """On a lent GPU a run may be stopped at the machine's time limit or one group may fail:
+    the figures of every group that finished must already be in the records file."""
+    out = tmp_path / "recorded.json"
+
+    def first():
+        return [measure.Figure("first_figure", 1.0, "x")]
+
+    def broken():
+        raise RuntimeError("CUDA error: out of memory")
+
+    def last():
+        kept = {r["figure"] for r in json.loads(out.read_text())}
+        assert kept == {"first_figure"}  # written before the next group started
+        return [measure.Figure("last_figure", 2.0, "x")]
+
+    groups = [("first", "", first), ("broken", "", broken), ("last", "", last)]
+    monkeypatch.setattr(measure, "GPU_FIGURES", groups)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    assert measure.main(None, out) == 1
+    assert {r["figure"] for r in json.loads(out.read_text())} == {"first_figure", "last_figure"}
+    printed = capsys.readouterr()
+    assert "broken: RuntimeError: CUDA error: out of memory" in printed.out
+    assert "Traceback" in printed.err
+    with pytest.raises(RuntimeError):  # without a callback the failure propagates
+        measure.measure(["broken"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,8 +40,91 @@ def test_part_one_runs_and_writes_its_summaries(tmp_path):
     result = json.loads((tmp_path / "part1.json").read_text())
     assert [s["name"] for s in result["steps"]] == ["pytest-cuda", "measure"]
     assert "verify-gpu part 1" in proc.stdout
-    assert (tmp_path / "pytest-cuda.log").is_file()
+    assert "===== pytest-cuda:" in (tmp_path / "part1.log").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part1.json", "part1.log", "part1.md"]
     if not torch.cuda.is_available():
         assert result["steps"][1]["summary"] == {"skipped": "no CUDA GPU"}
         assert "skipped" in result["steps"][0]["summary"]["summary"]
         assert proc.returncode == 0 and result["ok"]
+
+
+def test_a_pytest_run_stopped_at_its_limit_still_reports_what_ran():
+    text = (
+        "tests/test_cuda.py::test_a PASSED [  1%]\n"
+        "tests/test_cuda.py::test_b[x-1] FAILED [  2%]\n"
+        "tests/test_cuda.py::test_c SKIPPED (needs two GPUs) [  3%]\n"
+        "\n[verify-gpu] stopped after 265 s\n"
+    )
+    summary = verify._pytest_summary(text)
+    assert summary["summary"] == "stopped before the end: 1 failed, 1 passed, 1 skipped"
+    assert summary["failed"] == ["tests/test_cuda.py::test_b[x-1]"] and summary["ran"] == 3
+    done = (
+        text
+        + "FAILED tests/test_cuda.py::test_b[x-1] - assert 1 == 2\n= 1 failed, 1 passed in 3.2s =\n"
+    )
+    summary = verify._pytest_summary(done)
+    assert summary["summary"] == "1 failed, 1 passed in 3.2s"
+    assert summary["failed"] == ["tests/test_cuda.py::test_b[x-1]"]
+
+
+def _fake_demo(monkeypatch, seconds_each: float):
+    """Replace the demo command: each call takes ``seconds_each`` of the part's clock and writes
+    the JSON a demo of its one assignment writes."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(verify.time, "monotonic", lambda: clock["now"])
+    graded = []
+
+    def run(step, log, timeout):
+        aid = step.command[step.command.index("--assignment") + 1]
+        path = Path(step.command[step.command.index("--json") + 1])
+        row = {"student": "reference", "assignment": aid, "score": 9, "max_score": 13, "ok": True,
+               "failed_cells": [], "expected_failed_cells": []}  # fmt: skip
+        path.write_text(json.dumps({"gpu": True, "results": [row]}))
+        clock["now"] += seconds_each
+        step.ok, step.log = True, str(log)
+        graded.append(aid)
+        return ""
+
+    monkeypatch.setattr(verify, "_run", run)
+    return graded
+
+
+def test_a_demo_part_grades_one_assignment_at_a_time_and_names_what_is_left(tmp_path, monkeypatch):
+    graded = _fake_demo(monkeypatch, seconds_each=200)
+    ids = verify.demo_assignments(2)
+    result = verify.run_part(2, tmp_path, budget_s=530)
+    assert graded == ids[:3]  # 3 x 200 s: the fourth would start with 1 s... no: with < 60 s
+    assert result["still_to_run"] == ids[3:] and not result["ok"]
+    assert [r["assignment"] for r in result["demo"]["rows"]] == ids[:3]
+    text = (tmp_path / "part2.md").read_text()
+    assert f"--part 2 --assignment {' '.join(ids[3:])}" in text
+    again = verify.run_part(2, tmp_path, budget_s=530, assignments=ids[3:])
+    assert graded[3:] == ids[3:] and again["ok"] and "still_to_run" not in again
+
+
+def test_options_of_one_part_are_refused_by_the_others(tmp_path):
+    with pytest.raises(ValueError, match="parts 2 and 3"):
+        verify.run_part(1, tmp_path, assignments=["01_devices"])
+    with pytest.raises(ValueError, match="part 1"):
+        verify.run_part(3, tmp_path, only=["matmul"])
+    with pytest.raises(ValueError):
+        verify.run_part(2, tmp_path, assignments=["no_such_notebook"])
+
+
+def test_the_figures_travel_as_one_archive(tmp_path, monkeypatch):
+    import tarfile
+
+    from grader import measure, recorded
+
+    images = tmp_path / "repo" / "images"
+    (images / "measured").mkdir(parents=True)
+    (images / "recorded_figures.json").write_text("[]")
+    (images / "measured" / "matmul.png").write_bytes(b"png")
+    monkeypatch.setattr(course, "REPO", tmp_path / "repo")
+    monkeypatch.setattr(recorded, "RECORDED_FILE", images / "recorded_figures.json")
+    monkeypatch.setattr(measure, "PLOTS", images / "measured")
+    archive = verify._archive_figures(tmp_path)
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == [
+            "images/measured", "images/measured/matmul.png", "images/recorded_figures.json"
+        ]  # fmt: skip
