@@ -11,7 +11,9 @@ Kineto's:
 * ``cuda_runtime`` / ``cuda_driver``: host calls into CUDA (``cudaLaunchKernel``,
   ``cudaMemcpyAsync``, ``cudaStreamSynchronize``, ``cudaGraphLaunch``, ...);
 * ``cuda_sync``: synchronization events (recorded when the profiler's
-  ``experimental_config`` asks for them);
+  ``experimental_config`` asks for them): ``Stream Sync``, ``Event Sync``, ``Context Sync``
+  make the host wait; ``Stream Wait Event`` (``cudaStreamWaitEvent``) makes a stream wait and
+  the host goes on;
 * ``cpu_op``: a PyTorch operator (``aten::addmm``); ``user_annotation``: a
   ``record_function`` range.
 
@@ -57,6 +59,8 @@ SYNC_CALLS = frozenset(
         "cudaMemcpy",  # the synchronous copy
     }
 )
+#: ``cuda_sync`` events in which only a stream waits (the host goes on): not synchronizations.
+STREAM_ONLY_SYNCS = frozenset({"Stream Wait Event"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 HOST_CALL_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 
@@ -187,8 +191,16 @@ class Trace:
 
     @property
     def launches(self) -> list[Event]:
-        """Host calls that launched kernels or CUDA graphs."""
-        return [e for e in self.of(*HOST_CALL_CATS) if e.name in LAUNCH_CALLS]
+        """Host calls that launched kernels or CUDA graphs. A driver call (``cuLaunchKernel``)
+        that lies inside a runtime launch call (``cudaLaunchKernel``) is that same launch seen
+        one level down, so it is not counted twice."""
+        calls = [e for e in self.of(*HOST_CALL_CATS) if e.name in LAUNCH_CALLS]
+        runtime = [e for e in calls if e.cat == "cuda_runtime"]
+        return [
+            e
+            for e in calls
+            if e.cat == "cuda_runtime" or not any(r.ts <= e.ts and e.end <= r.end for r in runtime)
+        ]
 
     @property
     def launch_count(self) -> int:
@@ -198,8 +210,11 @@ class Trace:
 
     @property
     def syncs(self) -> list[Event]:
-        """Synchronizations: runtime calls that wait for the device, and ``cuda_sync`` events."""
-        return [e for e in self.of(*HOST_CALL_CATS) if e.name in SYNC_CALLS] + self.of("cuda_sync")
+        """Synchronizations: runtime calls that wait for the device, and ``cuda_sync`` events
+        in which the host waits (not ``Stream Wait Event``: there a stream waits, on the GPU)."""
+        return [e for e in self.of(*HOST_CALL_CATS) if e.name in SYNC_CALLS] + [
+            e for e in self.of("cuda_sync") if e.name not in STREAM_ONLY_SYNCS
+        ]
 
     def overlap_fraction(self) -> float:
         """The fraction of host-to-device copy time during which a kernel on another stream

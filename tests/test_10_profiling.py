@@ -188,3 +188,36 @@ def test_a_write_through_a_view_puts_the_base_on_the_device():
         out[1] = v * 2
         assert out in sim.on_device
         assert torch.equal(out, torch.tensor([0.0, 2.0, 0.0]))
+
+
+def _host(cat, name, ts, dur):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_a_stream_wait_event_is_not_a_host_synchronization():
+    # Kineto's cuda_sync events (experimental_config enable_cuda_sync_events): in "Stream Wait
+    # Event" (cudaStreamWaitEvent, what wait_stream records) a stream waits and the host goes on.
+    events = [
+        _host("cuda_sync", "Stream Wait Event", 0, 1),
+        _host("cuda_sync", "Stream Sync", 5, 3),
+        _host("cuda_runtime", "cudaStreamWaitEvent", 10, 2),
+    ]
+    assert [e.name for e in tracing.parse(events).syncs] == ["Stream Sync"]
+
+
+def test_a_driver_launch_inside_a_runtime_launch_counts_once():
+    # Should CUPTI report the driver call a runtime launch makes, it is the same launch; a
+    # driver launch of its own (Triton's cuLaunchKernel, cuBLASLt's cuLaunchKernelEx) counts.
+    events = [
+        _host("cuda_runtime", "cudaLaunchKernel", 0, 10),
+        _host("cuda_driver", "cuLaunchKernel", 2, 5),
+        _host("cuda_driver", "cuLaunchKernelEx", 20, 4),
+        _host("cuda_runtime", "cudaGraphLaunch", 30, 6),
+    ]
+    trace = tracing.parse(events)
+    assert trace.launch_count == 3
+    assert [e.name for e in trace.launches] == [
+        "cudaLaunchKernel",
+        "cuLaunchKernelEx",
+        "cudaGraphLaunch",
+    ]
