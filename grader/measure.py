@@ -395,12 +395,18 @@ print(json.dumps(statistics.median(times)))
 """
 
 
+#: Environment variables that change the CUDA caching allocator (read once, at start-up).
+_ALLOCATOR_ENV = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
 def _allocator() -> list[Figure]:
     """Allocate and free 256 MB 200 times, with the caching allocator and without it
     (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``, read at start-up, so in a fresh process each)."""
     us = {}
+    # the allocator settings of this process's environment must not reach the "cached" run
+    base = {k: v for k, v in os.environ.items() if k not in _ALLOCATOR_ENV}
     for label, env in (("cached", {}), ("uncached", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})):
-        proc = subprocess.run([sys.executable, "-c", _ALLOC_SNIPPET], env={**os.environ, **env},
+        proc = subprocess.run([sys.executable, "-c", _ALLOC_SNIPPET], env={**base, **env},
                               capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
         us[label] = float(proc.stdout.strip().splitlines()[-1])
     return [
