@@ -48,6 +48,7 @@ import signal
 import threading
 import time
 
+import nbformat
 import psutil
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -69,6 +70,15 @@ def kill_processes(procs: list[psutil.Process], wait_s: float = 0.0) -> None:
         psutil.wait_procs(procs, timeout=wait_s)
 
 
+def _unique_memory(proc: psutil.Process) -> int:
+    """A process's resident memory, bytes, counting pages it shares with others (a DataLoader
+    worker forked from the kernel) in proportion (PSS); its RSS where PSS cannot be read."""
+    try:
+        return proc.memory_full_info().pss
+    except (psutil.AccessDenied, AttributeError):
+        return proc.memory_info().rss
+
+
 class KernelStuck(RuntimeError):
     """The kernel did not stop after an interrupt: it is killed and restarted."""
 
@@ -76,6 +86,22 @@ class KernelStuck(RuntimeError):
 class GpuBusy(RuntimeError):
     """A cell waited :attr:`CourseExecute.gpu_lock_timeout` seconds for its turn on the GPU
     without getting it: the cell is not run (a test cell scores 0), with this message."""
+
+
+#: File descriptors of the GPU turns this process holds. A process forked while one is held
+#: (a DataLoader worker, a rank forked by a check) would share the lock and keep it after the
+#: turn ends, so a forked child closes its copies at once (the parent's lock stays).
+_HELD_FDS: set[int] = set()
+
+
+def _close_held_fds_in_child() -> None:
+    for fd in list(_HELD_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_held_fds_in_child)
 
 
 class GpuTurn:
@@ -107,22 +133,26 @@ class GpuTurn:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise GpuBusy(
-                        f"NOT RUN: the GPU stayed busy with other submissions' CUDA cells for "
-                        f"{self.timeout:g} s, so this cell did not get its turn (a test cell "
-                        "scores 0). Grade this submission again (--regrade) when the machine "
-                        "is less loaded."
+                        "NOT RUN: the GPU stayed busy with other submissions' CUDA cells for "
+                        "longer than this notebook may wait, so this cell did not get its turn "
+                        "(a test cell scores 0) and the cells after it were not run. Grade this "
+                        "submission again (--regrade) when the machine is less loaded."
                     ) from None
                 time.sleep(0.05)
+
+    def _open(self, path: str) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited across exec
+        self._fds.append(fd)
+        _HELD_FDS.add(fd)
+        return fd
 
     def __enter__(self) -> GpuTurn:
         import fcntl
 
         asked = time.monotonic()
         deadline = asked + self.timeout
-        gate = os.open(self.path + ".gate", os.O_RDWR | os.O_CREAT, 0o600)
-        hold = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        self._fds = [hold, gate]
         try:
+            gate, hold = self._open(self.path + ".gate"), self._open(self.path)
             self._take(gate, fcntl.LOCK_EX, deadline)
             try:
                 self._take(hold, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH, deadline)
@@ -131,7 +161,8 @@ class GpuTurn:
         except BaseException:
             self._close()
             raise
-        self.waited = time.monotonic() - asked
+        finally:
+            self.waited = time.monotonic() - asked
         return self
 
     def __exit__(self, *exc) -> None:
@@ -139,6 +170,7 @@ class GpuTurn:
 
     def _close(self) -> None:
         for fd in self._fds:  # closing releases the flock
+            _HELD_FDS.discard(fd)
             os.close(fd)
         self._fds = []
 
@@ -164,7 +196,9 @@ class CourseExecute(Execute):
     gpu_lock = Unicode(
         "", help="Lock file held while a _cuda test cell is judged (empty: no lock)"
     ).tag(config=True)
-    gpu_lock_timeout = Integer(3600, help="Seconds to wait for the GPU lock").tag(config=True)
+    gpu_lock_timeout = Integer(
+        3600, help="Seconds a notebook may wait for its turns on the GPU, in all"
+    ).tag(config=True)
     output_bytes = Integer(
         2 * 1024**2, help="Outputs kept per cell, bytes (0: no cap); the rest is dropped"
     ).tag(config=True)
@@ -311,17 +345,40 @@ class CourseExecute(Execute):
         meta = cell.metadata.get("nbgrader", {})
         return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
-    def _gpu_turn(self, cell: NotebookNode) -> GpuTurn | contextlib.nullcontext:
-        """The cell's turn on the GPU (see :class:`GpuTurn`); nothing to wait for where
-        :attr:`gpu_lock` is empty (a machine without a GPU)."""
-        if not self.gpu_lock:
-            return contextlib.nullcontext(GpuTurn("", exclusive=False, timeout=0))
+    @contextlib.contextmanager
+    def _gpu_turn(self, cell: NotebookNode):
+        """Wait for the cell's turn on the GPU (see :class:`GpuTurn`) and hold it.
+
+        Only code cells take a turn, and only where :attr:`gpu_lock` is set (a machine with a
+        GPU). The time waited is added to the notebook's wait account, which moves its
+        deadline (:meth:`_deadline`); a notebook waits at most :attr:`gpu_lock_timeout`
+        seconds in all.
+
+        Raises:
+            GpuBusy: the turn did not come within what is left of the wait account.
+        """
+        if not self.gpu_lock or cell.cell_type != "code":
+            yield
+            return
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        return GpuTurn(
+        turn = GpuTurn(
             self.gpu_lock,
             exclusive=self._is_test_cell(cell) and grade_id.endswith(CUDA_SUFFIX),
-            timeout=self.gpu_lock_timeout,
+            timeout=max(0.0, self.gpu_lock_timeout - self._waited),
         )
+        try:
+            turn.__enter__()
+        finally:
+            self._waited += turn.waited
+        try:
+            yield
+        finally:
+            turn.__exit__(None, None, None)
+
+    def _deadline(self) -> float:
+        """The notebook's deadline: its start plus :attr:`notebook_timeout` plus every second
+        it waited for the GPU (waiting for other students' cells is no fault of its own)."""
+        return self._started + self.notebook_timeout + self._waited
 
     def _deferred(self, cell: NotebookNode) -> bool:
         """Leave a test cell outside :attr:`judge_only` to another machine (score 0 here,
@@ -342,34 +399,27 @@ class CourseExecute(Execute):
         ]
         return True
 
-    def _judge(self, cell: NotebookNode, index: int, deadline: float) -> float:
+    def _judge(self, cell: NotebookNode, index: int) -> None:
         """Judge a test cell in this process; its outputs become the judge's.
 
-        The cell first waits for its turn on the GPU (:meth:`_gpu_turn`); its time limit (and
-        the notebook's ``deadline``) count from when it has it, since waiting for other
-        students' cells is no fault of this submission's.
+        The cell first waits for its turn on the GPU (:meth:`_gpu_turn`); its time limit
+        counts from when it has it, since waiting for other students' cells is no fault of this
+        submission's.
 
-        Returns:
-            Seconds spent waiting for the turn (the caller moves the notebook's deadline by as
-            much).
+        Raises:
+            GpuBusy: the turn did not come (the caller stops the notebook).
         """
         points = float(cell.metadata.get("nbgrader", {}).get("points", 0) or 0)
-        try:
-            with self._gpu_turn(cell) as turn:
-                limit = min(deadline + turn.waited, time.monotonic() + self.timeout)
-                via = KernelChannel(self, cell, index, limit)
-                try:
-                    verdict = judge.judge_cell(cell.source, via, points)
-                except judge.UnsupportedTestCell as exc:
-                    verdict = judge.Verdict(outputs=[judge.error_output(exc)])
-        except GpuBusy as busy:
-            cell.outputs = [judge.error_output(busy)]
-            self._record(cell, str(busy))
-            return self.gpu_lock_timeout
+        with self._gpu_turn(cell):
+            limit = min(self._deadline(), time.monotonic() + self.timeout)
+            via = KernelChannel(self, cell, index, limit)
+            try:
+                verdict = judge.judge_cell(cell.source, via, points)
+            except judge.UnsupportedTestCell as exc:
+                verdict = judge.Verdict(outputs=[judge.error_output(exc)])
         cell.outputs = via.student_outputs() + verdict.outputs
         if verdict.error:
             self._record(cell, verdict.error)
-        return turn.waited
 
     def _record(self, cell: NotebookNode, error: str) -> None:
         """Note a judged cell's failure for the grading report."""
@@ -392,7 +442,7 @@ class CourseExecute(Execute):
             try:
                 root = psutil.Process(process.pid)
                 tree = [root, *root.children(recursive=True)]
-                rss = sum(p.memory_info().rss for p in tree)
+                rss = sum(_unique_memory(p) for p in tree)
             except psutil.Error:
                 continue
             if rss > self.memory_bytes:
@@ -433,7 +483,7 @@ class CourseExecute(Execute):
         self._output_told: dict[int, bool] = {}
         self._skip_set = set(self.skip_sources)
         self._killed_for_memory = threading.Event()
-        deadline = time.monotonic() + self.notebook_timeout
+        self._started, self._waited = time.monotonic(), 0.0
         index, restarts = 0, 0
         cells = self.nb.cells
         while index < len(cells):
@@ -445,9 +495,14 @@ class CourseExecute(Execute):
                     info = self.wait_for_reply(self.kc.kernel_info())
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
                     if restarts:
-                        self._replay(index)
+                        try:
+                            with self._gpu_turn(nbformat.v4.new_code_cell()):  # a shared turn
+                                self._replay(index)
+                        except GpuBusy as busy:
+                            self._not_run(index, str(busy))
+                            index = len(cells)
                     while index < len(cells):
-                        if time.monotonic() > deadline:
+                        if time.monotonic() > self._deadline():
                             self._not_run(
                                 index, f"the notebook ran past its {self.notebook_timeout} s limit"
                             )
@@ -463,14 +518,16 @@ class CourseExecute(Execute):
                                 and self._is_test_cell(cell)
                                 and judge.judged_here(cell.source)
                             ):
-                                deadline += self._judge(cell, index, deadline)
+                                self._judge(cell, index)
                             else:
-                                with self._gpu_turn(cell) as turn:
-                                    deadline += turn.waited
+                                with self._gpu_turn(cell):
                                     self.preprocess_cell(cell, self.resources, index)
                         except GpuBusy as busy:
+                            cell.outputs = []
                             self._error(cell, "GpuBusy", str(busy))
-                            deadline += self.gpu_lock_timeout
+                            self._not_run(index + 1, "this notebook's wait for the GPU ran out")
+                            index = len(cells)
+                            break
                         except (
                             DeadKernelError, KernelStuck, CellTimeoutError, remote.KernelLost
                         ) as exc:  # fmt: skip

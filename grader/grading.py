@@ -426,7 +426,12 @@ def grade_class(
             )
         )
         todo.append(Job(student, aid, folder, job_dir, job_file))
-    timeout = options.notebook_timeout + 600
+    # the job's own limit: the notebook's, what it may wait for its turns on the GPU (shared by
+    # the jobs of a machine; the wait moves the notebook's deadline), and time to start and end
+    from .execute import CourseExecute
+
+    waits = CourseExecute.gpu_lock_timeout.default_value if options.gpu is not False else 0
+    timeout = options.notebook_timeout + waits + 600
     bar = tqdm(total=len(todo), desc=f"autograde ({engine.describe()})", unit="notebook",
                disable=not progress or not todo)  # fmt: skip
     try:

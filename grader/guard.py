@@ -473,11 +473,14 @@ def install(settings_path: str) -> None:
         start = os.getcwd()
         os.chdir(settings.notebook_dir)
         sys.path[:] = [p for p in sys.path if p not in ("", ".", start, settings.notebook_dir)]
-    if settings.gpu_fraction < 1 and torch.cuda.is_available():
-        for index in range(torch.cuda.device_count()):
-            torch.cuda.set_per_process_memory_fraction(settings.gpu_fraction, index)
     _GUARD = _Guard(settings)
     _GUARD.record("installed", f"assignment {settings.assignment}; grading={common.grading_mode()}")
+    if settings.gpu_fraction < 1 and torch.cuda.is_available():
+        try:  # starts CUDA here; whatever CUDA does, the guard below is installed
+            for index in range(torch.cuda.device_count()):
+                torch.cuda.set_per_process_memory_fraction(float(settings.gpu_fraction), index)
+        except Exception as exc:  # noqa: BLE001 - recorded for the grading report
+            _GUARD.record("gpu", f"GPU memory share not set: {type(exc).__name__}: {exc}")
     sys.addaudithook(_GUARD.hook)
     _cap_output(settings.output_bytes)
     _restore_before_each_cell()

@@ -646,7 +646,9 @@ def merge(path: Path, new: list[dict]) -> None:
     keys = {(r["figure"], r["device"]) for r in new}
     kept = [r for r in old if (r["figure"], r["device"]) not in keys]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(kept + new, indent=1) + "\n")
+    partial = path.with_name(path.name + ".partial")  # a run stopped mid-write keeps the old file
+    partial.write_text(json.dumps(kept + new, indent=1) + "\n")
+    os.replace(partial, path)
 
 
 def main(only: list[str] | None = None, out: Path | None = None) -> int:

@@ -91,13 +91,33 @@ class SandboxSettings:
 
 @functools.cache
 def bwrap_available() -> bool:
-    """True when ``bwrap`` is on PATH and can create the namespaces this module uses."""
+    """True when ``bwrap`` is on PATH and can create the namespaces and mounts this module uses
+    (a container may allow user namespaces but not a fresh ``/proc``: every kernel would then
+    fail to start, so such a machine grades without the sandbox and says so)."""
     exe = shutil.which("bwrap")
     if not exe:
         return False
     try:
         proc = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+            [
+                exe,
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev-bind",
+                "/dev",
+                "/dev",
+                "--tmpfs",
+                "/dev/shm",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+                "--unshare-pid",
+                "--unshare-net",
+                "--die-with-parent",
+                "true",
+            ],  # fmt: skip
             capture_output=True,
             timeout=30,
         )

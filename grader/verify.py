@@ -26,11 +26,13 @@ inside a failing check.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -156,62 +158,78 @@ PART1_TESTS = "not sample_scores_as_declared_on_the_gpu"
 MIN_DEMO_S = 60
 
 
-def _run(step: Step, log: Path, timeout: int) -> str:
-    """Run ``step.command``, append its output to ``log`` under a header, return that output.
-
-    A step past ``timeout`` seconds is stopped (the output so far is kept and ends with a line
-    saying so): a lent GPU's command limit must never lose a whole part's results.
-    """
+def _run(step: Step, log: Path, timeout: int) -> bool:
+    """Run ``step.command``, append its output to ``log`` under a header; return whether it was
+    stopped at ``timeout`` seconds (with everything it started: kernels, ranks, compilers), its
+    output so far kept and ending with a line saying so. A lent GPU's command limit must never
+    lose a whole part's results. The output is also left in ``step.summary["text"]`` for the
+    caller to read (and remove)."""
     start = time.monotonic()
+    stopped = False
     with tempfile.TemporaryFile("w+", errors="replace") as f:
+        proc = subprocess.Popen(
+            step.command, stdout=f, stderr=subprocess.STDOUT, cwd=course.REPO,
+            start_new_session=True,
+        )  # fmt: skip
         try:
-            proc = subprocess.run(
-                step.command, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, cwd=course.REPO
-            )
-            step.ok = proc.returncode == 0
+            step.ok = proc.wait(timeout=timeout) == 0
         except subprocess.TimeoutExpired:
+            stopped = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             f.write(f"\n[verify-gpu] stopped after {timeout} s\n")
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # nothing of it outlives the step
+                os.killpg(proc.pid, signal.SIGKILL)
         f.seek(0)
         text = f.read()
     step.seconds = round(time.monotonic() - start, 1)
     step.log = str(log)
+    step.summary["text"] = text
     with log.open("a") as out:
         out.write(f"\n===== {step.name}: {' '.join(step.command)} =====\n{text}")
-    return text
+    return stopped
 
 
-#: One line of ``pytest -v``: the test's id and its outcome.
-_PYTEST_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+#: One line of ``pytest -v``: the test's id (which may hold spaces inside its parameters) and
+#: its outcome.
+_PYTEST_LINE = re.compile(r"^(\S.*?::.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?= |$)")
+#: pytest's closing line, e.g. ``==== 1 failed, 20 passed, 3 skipped in 12.34s ====``.
+_PYTEST_END = re.compile(
+    r"^=+ .*\b(passed|failed|skipped|deselected|errors?|xfailed|xpassed|no tests ran)\b"
+    r".* in [\d.]+s.*=+$"
+)
 
 
 def _pytest_summary(text: str) -> dict:
     """What a ``pytest -v`` run says: its closing line (or, for a run stopped at its time
-    limit, the outcomes counted so far), the failed tests and how many tests ran."""
+    limit, the outcomes counted so far and the test it was stopped in), the failed tests and
+    how many tests ran."""
     lines = text.splitlines()
-    summary = next(
-        (
-            line
-            for line in reversed(lines)
-            if " in " in line
-            and any(w in line for w in ("passed", "failed", "skipped", "deselected", "error"))
-        ),
-        "",
-    )
+    summary = next((line for line in reversed(lines) if _PYTEST_END.match(line)), "")
     outcomes: dict[str, str] = {}
+    running = ""
     for line in lines:
         match = _PYTEST_LINE.match(line)
         if match:
             outcomes[match[1]] = match[2]
+        elif "::" in line and not line.startswith((" ", "_", "=", "E ")):
+            running = line.split(" ", 1)[0]
     failed = sorted(t for t, o in outcomes.items() if o in ("FAILED", "ERROR"))
-    failed += [
-        line
-        for line in lines
-        if line.startswith(("FAILED ", "ERROR ")) and line.split()[1] not in failed
-    ]
+    if "short test summary info" in text:  # also errors outside a test (collection, fixtures)
+        tail = text.split("short test summary info", 1)[1].splitlines()[1:]
+        for line in tail:
+            if line.startswith(("FAILED ", "ERROR ")):
+                test = line.split(" - ", 1)[0].split(" ", 1)[1]
+                if test not in failed:
+                    failed.append(test)
     if not summary:
         counts = {o: list(outcomes.values()).count(o) for o in sorted(set(outcomes.values()))}
         shown = ", ".join(f"{n} {o.lower()}" for o, n in counts.items()) or "no test finished"
-        summary = f"stopped before the end: {shown}"
+        summary = f"stopped before the end: {shown}" + (
+            f"; stopped in {running}" if running else ""
+        )
     return {"summary": summary.strip("= "), "failed": failed, "ran": len(outcomes)}
 
 
@@ -231,7 +249,7 @@ def _demo_summary(path: Path) -> dict:
                 "declared": r["expected_failed_cells"],
             }
         )
-    return {"all_as_declared": all(r["ok"] for r in rows), "rows": rows}
+    return {"all_as_declared": bool(rows) and all(r["ok"] for r in rows), "rows": rows}
 
 
 def demo_assignments(part: int) -> list[str]:
@@ -294,6 +312,11 @@ def run_part(
         raise ValueError("--assignment belongs to parts 2 and 3 (the demo), not part 1")
     if part != 1 and (only or keyword):
         raise ValueError("--only and -k belong to part 1 (measure and the CUDA tests)")
+    from .measure import GPU_FIGURES
+
+    unknown = sorted(set(only or []) - {name for name, _, _ in GPU_FIGURES})
+    if unknown:
+        raise ValueError(f"unknown figure group(s) {unknown}; see python -m grader measure --list")
     import torch
 
     out = Path(out).resolve()
@@ -322,7 +345,8 @@ def run_part(
             [python, "-m", "pytest", "-m", "cuda", "-v", "-p", "no:randomly",
              "-o", "addopts=-ra", "--timeout", "240", "-k", keyword or PART1_TESTS, "tests"],
         )  # fmt: skip
-        tests.summary = _pytest_summary(_run(tests, log, timeout=max(60, left() // 2)))
+        _run(tests, log, timeout=max(60, left() // 2))
+        tests.summary = _pytest_summary(tests.summary.pop("text"))
         result["steps"].append(asdict(tests))
         measure = Step(
             "measure", [python, "-m", "grader", "measure", *(["--only", *only] if only else [])]
@@ -330,6 +354,7 @@ def run_part(
         if gpu and left() > 60:
             measure.summary = {"groups": only or "all"}
             _run(measure, log, timeout=left() - 15)
+            measure.summary.pop("text")
             archive = _archive_figures(out)
             if archive:
                 measure.summary["archive"] = archive
@@ -339,13 +364,10 @@ def run_part(
     else:
         ids = [course.check_assignment(a) for a in (assignments or demo_assignments(part))]
         rows: list[dict] = []
+        rest: list[str] = []
         for i, aid in enumerate(ids):
             if left() < MIN_DEMO_S:
                 rest = ids[i:]
-                result["still_to_run"] = rest
-                result["next_command"] = (
-                    f"python -m grader verify-gpu --part {part} --assignment {' '.join(rest)}"
-                )
                 break
             with tempfile.TemporaryDirectory() as tmp:
                 demo_json = Path(tmp) / "demo.json"
@@ -354,11 +376,24 @@ def run_part(
                     [python, "-m", "grader", "demo", "--no-feedback", "--json", str(demo_json),
                      "--assignment", aid],
                 )  # fmt: skip
-                _run(demo, log, timeout=left() - 5)
+                stopped = _run(demo, log, timeout=left() - 5)
                 demo.summary = _demo_summary(demo_json)
+            if stopped:
+                demo.summary["skipped"] = "stopped at the part's time limit (graded again next)"
             rows += demo.summary.get("rows", [])
             result["steps"].append(asdict(demo))
-        result["demo"] = {"all_as_declared": all(r["ok"] for r in rows), "rows": rows}
+            if stopped:
+                rest = ids[i:]
+                break
+        if rest:
+            result["still_to_run"] = rest
+            result["next_command"] = (
+                f"python -m grader verify-gpu --part {part} --assignment {' '.join(rest)}"
+            )
+        result["demo"] = {
+            "all_as_declared": bool(rows) and all(r["ok"] for r in rows),
+            "rows": rows,
+        }
     result["seconds"] = round(time.monotonic() - started, 1)
     result["ok"] = not result.get("still_to_run") and all(
         s["ok"] for s in result["steps"] if not s["summary"].get("skipped")

@@ -590,6 +590,14 @@ def _cell(grade_id: str | None = "test_x_cuda", source: str = '"""A CUDA check."
     return cell
 
 
+def _executor(tmp_path, **config):
+    from grader import execute
+
+    ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), **config)
+    ex.resources, ex._started, ex._waited = {}, time.monotonic(), 0.0
+    return ex
+
+
 def test_a_cuda_cell_time_limit_counts_from_when_it_holds_the_gpu(tmp_path, monkeypatch):
     """Waiting for other jobs' cells must not eat this cell's time limit (a correct answer
     would score 0 for a neighbour's slowness), nor the notebook's."""
@@ -603,32 +611,69 @@ def test_a_cuda_cell_time_limit_counts_from_when_it_holds_the_gpu(tmp_path, monk
         return real(executor, cell, index, deadline)
 
     monkeypatch.setattr(execute, "KernelChannel", channel)
-    ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), timeout=5)
-    ex.resources = {}
+    ex = _executor(tmp_path, timeout=5, notebook_timeout=1)
     holder = _held_lock(tmp_path / "gpu.lock", 2.0, exclusive=False)  # another job's code cell
-    asked = time.monotonic()
-    waited = ex._judge(_cell(), 0, deadline=asked + 1.0)
+    ex._judge(_cell(), 0)
     holder.join()
     (got_it, limit) = limits[0]
-    assert waited >= 1.5 and got_it - asked >= 1.5
+    assert ex._waited >= 1.5 and got_it - ex._started >= 1.5
     assert limit >= got_it + 0.9  # the notebook's last second, moved by the wait
+    assert ex._deadline() == ex._started + 1 + ex._waited
     holder = _held_lock(tmp_path / "gpu.lock", 2.0, exclusive=False)
-    assert ex._judge(_cell("test_y"), 0, deadline=time.monotonic() + 60) < 0.5  # shared: no wait
+    waited = ex._waited
+    ex._judge(_cell("test_y"), 0)  # an ordinary test cell: a shared turn, no wait
     holder.join()
+    assert ex._waited - waited < 0.5
 
 
-def test_a_cuda_cell_that_never_gets_the_gpu_scores_0_with_a_reason(tmp_path):
-    from grader import execute
-
-    ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), gpu_lock_timeout=1)
-    ex.resources = {}
-    cell = _cell()
+def test_a_notebook_whose_gpu_turn_never_comes_stops_with_a_reason(tmp_path):
+    """The wait is bounded per notebook: the cell that cannot get its turn scores 0 with a
+    reason, the cells after it are not run, and non-code cells never wait."""
+    ex = _executor(tmp_path, gpu_lock_timeout=1)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# a title"), _cell(None, "x = 1"), _cell()]
+    ex.nb = nb
     holder = _held_lock(tmp_path / "gpu.lock", 3.0)
-    ex._judge(cell, 0, deadline=time.monotonic() + 60)
+    with ex._gpu_turn(nb.cells[0]):  # a markdown cell takes no turn
+        pass
+    assert ex._waited == 0
+    from grader.execute import GpuBusy
+
+    with pytest.raises(GpuBusy, match="stayed busy"):
+        with ex._gpu_turn(nb.cells[1]):
+            pass
     holder.join()
-    assert [o.ename for o in cell.outputs] == ["GpuBusy"]
-    assert "stayed busy" in cell.outputs[0].evalue
-    assert ex.resources["course_events"][0]["grade_id"] == "test_x_cuda"
+    assert 0.9 <= ex._waited < 2
+    with pytest.raises(GpuBusy):  # the notebook's wait account is spent: no more waiting
+        holder = _held_lock(tmp_path / "gpu.lock", 1.0)
+        with ex._gpu_turn(nb.cells[2]):
+            pass
+    holder.join()
+
+
+def test_a_forked_child_does_not_keep_the_gpu_turn(tmp_path):
+    """A process forked during a turn (a DataLoader worker, a rank) must not hold the lock after
+    the turn ends; the turn's files are closed in every case (no descriptor leak)."""
+    from grader.execute import _HELD_FDS, GpuTurn
+
+    path = str(tmp_path / "gpu.lock")
+    with GpuTurn(path, exclusive=True, timeout=5):
+        pid = os.fork()
+        if pid == 0:  # the child outlives the turn
+            time.sleep(3)
+            os._exit(0)
+    try:
+        with GpuTurn(path, exclusive=True, timeout=1) as turn:
+            assert turn.waited < 0.5
+    finally:
+        os.waitpid(pid, 0)
+    assert not _HELD_FDS
+    before = len(os.listdir("/proc/self/fd"))
+    (tmp_path / "dir.lock").mkdir()
+    for _ in range(3):
+        with pytest.raises(OSError):
+            GpuTurn(str(tmp_path / "dir.lock"), exclusive=False, timeout=1).__enter__()
+    assert len(os.listdir("/proc/self/fd")) == before and not _HELD_FDS
 
 
 def test_cuda_cells_have_the_gpu_alone_and_never_starve(tmp_path):
@@ -666,9 +711,31 @@ def test_cuda_cells_have_the_gpu_alone_and_never_starve(tmp_path):
     assert order.index("start:c") > start  # queued behind the waiting _cuda cell
 
 
-def test_without_a_gpu_lock_cells_never_wait(tmp_path):
+def test_without_a_gpu_lock_cells_never_wait():
     from grader import execute
 
     ex = execute.CourseExecute()
-    with ex._gpu_turn(_cell()) as turn:
-        assert turn.waited == 0
+    ex._waited = 0.0
+    with ex._gpu_turn(_cell()):
+        pass
+    assert ex._waited == 0
+
+
+def test_a_real_notebook_stops_cleanly_when_the_gpu_never_frees(tmp_path):
+    """End to end, with a kernel: markdown cells pass, the first code cell waits out the
+    notebook's GPU wait and gets GpuBusy, the rest are not run; nothing crashes."""
+    from grader import execute
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_markdown_cell("# title"), _cell(None, "x = 1"), _cell()]
+    ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), gpu_lock_timeout=1)
+    holder = _held_lock(tmp_path / "gpu.lock", 4.0)
+    ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    holder.join()
+    assert [o.ename for o in nb.cells[1].outputs] == ["GpuBusy"]
+    assert [o.ename for o in nb.cells[2].outputs] == ["NotRun"]

@@ -329,3 +329,30 @@ def test_no_event_loop_is_left_running():
     # nbclient's sync wrappers need no running loop in this thread
     with pytest.raises(RuntimeError):
         asyncio.get_running_loop()
+
+
+def test_the_guard_is_installed_even_when_the_gpu_memory_share_cannot_be_set(tmp_path):
+    """On a GPU machine install() starts CUDA to cap the kernel's share of GPU memory; if CUDA
+    fails there (a busy or broken GPU), the kernel must still run guarded, with a record. In a
+    subprocess: an installed audit hook cannot be removed."""
+    import json
+    import subprocess
+    import sys
+
+    settings = guard.GuardSettings(
+        assignment="", audit_log=str(tmp_path / "audit.jsonl"), gpu_fraction=0.25
+    ).write(tmp_path / "settings.json")
+    code = (
+        "import torch\n"
+        "torch.cuda.is_available = lambda: True\n"
+        "torch.cuda.device_count = lambda: 1\n"
+        "def refuse(*a): raise RuntimeError('CUDA-capable device(s) is/are busy or unavailable')\n"
+        "torch.cuda.set_per_process_memory_fraction = refuse\n"
+        "from grader import guard\n"
+        f"guard.install({str(settings)!r})\n"
+        "print(guard._GUARD is not None)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "True", proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert any(r["kind"] == "gpu" and "busy or unavailable" in r["detail"] for r in records)

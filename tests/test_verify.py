@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,9 +68,10 @@ def test_a_pytest_run_stopped_at_its_limit_still_reports_what_ran():
     assert summary["failed"] == ["tests/test_cuda.py::test_b[x-1]"]
 
 
-def _fake_demo(monkeypatch, seconds_each: float):
+def _fake_demo(monkeypatch, seconds_each: float, stop_at: str | None = None):
     """Replace the demo command: each call takes ``seconds_each`` of the part's clock and writes
-    the JSON a demo of its one assignment writes."""
+    the JSON a demo of its one assignment writes; the demo of ``stop_at`` is stopped at its
+    time limit instead (no JSON)."""
     clock = {"now": 0.0}
     monkeypatch.setattr(verify.time, "monotonic", lambda: clock["now"])
     graded = []
@@ -77,13 +79,16 @@ def _fake_demo(monkeypatch, seconds_each: float):
     def run(step, log, timeout):
         aid = step.command[step.command.index("--assignment") + 1]
         path = Path(step.command[step.command.index("--json") + 1])
+        if aid == stop_at:
+            clock["now"] += timeout
+            return True
         row = {"student": "reference", "assignment": aid, "score": 9, "max_score": 13, "ok": True,
                "failed_cells": [], "expected_failed_cells": []}  # fmt: skip
         path.write_text(json.dumps({"gpu": True, "results": [row]}))
         clock["now"] += seconds_each
         step.ok, step.log = True, str(log)
         graded.append(aid)
-        return ""
+        return False
 
     monkeypatch.setattr(verify, "_run", run)
     return graded
@@ -128,3 +133,55 @@ def test_the_figures_travel_as_one_archive(tmp_path, monkeypatch):
         assert sorted(tar.getnames()) == [
             "images/measured", "images/measured/matmul.png", "images/recorded_figures.json"
         ]  # fmt: skip
+
+
+def test_a_demo_stopped_at_the_limit_is_graded_again_next(tmp_path, monkeypatch):
+    ids = verify.demo_assignments(3)
+    _fake_demo(monkeypatch, seconds_each=100, stop_at=ids[1])
+    result = verify.run_part(3, tmp_path, budget_s=530)
+    assert result["still_to_run"] == ids[1:] and not result["ok"]
+    assert result["steps"][1]["summary"]["skipped"].startswith("stopped")
+    assert [r["assignment"] for r in result["demo"]["rows"]] == ids[:1]
+
+
+def test_a_part_that_graded_nothing_is_not_all_as_declared(tmp_path, monkeypatch):
+    _fake_demo(monkeypatch, seconds_each=1)
+    result = verify.run_part(2, tmp_path, budget_s=30)
+    assert result["demo"] == {"all_as_declared": False, "rows": []}
+    assert result["still_to_run"] == verify.demo_assignments(2) and not result["ok"]
+
+
+def test_a_step_past_its_limit_is_stopped_with_everything_it_started(tmp_path):
+    marker = tmp_path / "child-alive"
+    step = verify.Step(
+        "sleepy",
+        ["sh", "-c", f"(sleep 3; touch {marker}) & echo started; sleep 100"],
+    )
+    log = tmp_path / "part.log"
+    assert verify._run(step, log, timeout=1) is True
+    time.sleep(3)
+    assert not marker.exists()  # the background child died with the step
+    assert "started" in log.read_text() and "stopped after 1 s" in log.read_text()
+    assert not step.ok
+
+
+def test_real_pytest_output_is_read_right(tmp_path):
+    """A real ``pytest -v`` run: ids with spaces, captured output that looks like outcomes."""
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.parametrize('v', ['a b', 'c'])\n"
+        "def test_p(v):\n"
+        "    print('FAILED to warm cache')\n"
+        "    assert v == 'c'\n"
+        "def test_ok():\n"
+        "    pass\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:randomly", "-p", "no:cacheprovider",
+         "-o", "addopts=-ra", str(tmp_path / "test_x.py")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    summary = verify._pytest_summary(proc.stdout)
+    assert summary["summary"].startswith("1 failed, 2 passed in ")
+    assert summary["ran"] == 3
+    assert len(summary["failed"]) == 1 and summary["failed"][0].endswith("test_p[a b]")
