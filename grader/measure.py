@@ -59,6 +59,7 @@ class Peak:
     memory_gb_s: float
     host_link_gb_s: float
     source: str
+    not_for: tuple[str, ...] = ()
 
 
 #: Published peaks, most specific names first. Tensor Core figures are dense (the datasheets'
@@ -85,6 +86,7 @@ PEAKS = [
         4800.0,
         63.0,
         "NVIDIA H200 Tensor Core GPU datasheet (SXM)",
+        not_for=("NVL",),  # the H200 NVL (PCIe) card has lower peaks
     ),
     Peak(
         "A100-SXM4-80GB",
@@ -99,6 +101,7 @@ PEAKS = [
         1555.0,
         31.5,
         "NVIDIA A100 Tensor Core GPU datasheet (40GB)",
+        not_for=("80GB",),  # the 80 GB PCIe card has more memory bandwidth
     ),
     Peak(
         "L4",
@@ -111,9 +114,11 @@ PEAKS = [
 
 
 def find_peak(device_name: str) -> Peak | None:
-    """The published peaks of a GPU model, or None when the course does not know it."""
+    """The published peaks of a GPU model, or None when the course does not know it (then no
+    ratio to a peak is printed rather than a wrong one)."""
+    name = device_name.lower()
     for peak in PEAKS:
-        if peak.name.lower() in device_name.lower():
+        if peak.name.lower() in name and not any(x.lower() in name for x in peak.not_for):
             return peak
     return None
 

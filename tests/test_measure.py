@@ -31,6 +31,10 @@ def test_known_gpus_have_their_published_peaks(name, bf16, memory):
 
 def test_an_unknown_gpu_has_no_peak_and_rows_omit_the_ratio():
     assert measure.find_peak("NVIDIA GeForce GTX 1080") is None
+    # variants whose peaks differ from the model name they contain are not guessed
+    assert measure.find_peak("NVIDIA H200 NVL") is None
+    assert measure.find_peak("NVIDIA A100 80GB PCIe") is None
+    assert measure.find_peak("NVIDIA A100-SXM4-40GB").memory_gb_s == 1555.0
     row = measure.describe_row(measure.Figure("x", 5.0, "TFLOP/s", "tflops:bf16"), None)
     assert row == "x: 5 TFLOP/s"
 
