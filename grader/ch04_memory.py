@@ -492,11 +492,11 @@ SIM_LINK = {"h2d_gbps": 24.0, "pageable_gbps": 12.0, "pin_gbps": 6.0}
 H2D_BYTES = 256 * MB
 #: Rounds of the CUDA check. Each round measures the student's function (in their process), then
 #: the reference (here), so the two are taken close together, and each side's best figure over
-#: the rounds counts. Other work on the machine only ever slows a copy down: the grading jobs
-#: beside this one run their ordinary cells (demo cells that copy hundreds of MB, training on
-#: the GPU) outside the ``_cuda`` lock, over the same PCIe link and host memory, so one round of
-#: either side can be halved. A wrong answer (no synchronize, pinning timed, GiB) is off in every
-#: round alike and still fails.
+#: the rounds counts. Other work on the machine only ever slows a copy down: under autograde a
+#: ``_cuda`` cell has the GPU to itself (grader.execute.GpuTurn), but the host's memory and
+#: other processes of the machine are not locked, and a student running the check in their own
+#: notebook may share the GPU; one round of either side can then be halved. A wrong answer (no
+#: synchronize, pinning timed, GiB) is off in every round alike and still fails.
 H2D_ROUNDS = 3
 
 

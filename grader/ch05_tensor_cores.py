@@ -549,11 +549,11 @@ def check_matmul_tflops(matmul_tflops) -> None:
 CUDA_CASES = [(4096, torch.bfloat16), (8192, torch.bfloat16), (8191, torch.bfloat16)]
 #: Rounds of the real-GPU check. Each round times the student's function (in their process),
 #: then the reference (here), so the two are measured close together, and each side's best
-#: figure over the rounds counts. Other work on the GPU only ever slows a matmul down: the
-#: grading jobs beside this one run their ordinary cells (the sawtooth and TF32 demos of this
-#: notebook, training in others) outside the ``_cuda`` lock, so one round of either side can be
-#: halved; clocks still rising after an idle spell slow the first round. A wrong count of flops,
-#: GFLOP/s or a missing synchronize is off in every round alike and still fails.
+#: figure over the rounds counts. Other work on the GPU only ever slows a matmul down: under
+#: autograde a ``_cuda`` cell has the GPU to itself (grader.execute.GpuTurn), but a student
+#: running the check in their own notebook may share the GPU, and clocks still rising after an
+#: idle spell slow the first round. A wrong count of flops, GFLOP/s or a missing synchronize is
+#: off in every round alike and still fails.
 CUDA_ROUNDS = 3
 
 
