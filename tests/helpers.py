@@ -55,6 +55,17 @@ def reference_fn(assignment: str, name: str):
     return getattr(course.reference(assignment), name)
 
 
+def answer_fn(assignment: str, answer: str, name: str):
+    """``name`` as the answer ``answer`` defines it: the reference solution's (``"reference"``)
+    or a sample's (``wrong_...``/``correct_...``, from its cell ``name``)."""
+    if answer == "reference":
+        return reference_fn(assignment, name)
+    (sample,) = [s for s in samples.load_samples(assignment) if s.name == answer]
+    namespace: dict = {}
+    exec(sample.cells[name], namespace)  # noqa: S102 - the course's own sample
+    return namespace[name]
+
+
 def wait_for(predicate: Callable[[], object], seconds: float, what: str, every: float = 0.5):
     """Poll ``predicate`` every ``every`` s until it returns something true (returned), or raise
     ``AssertionError`` naming ``what`` after ``seconds`` s."""

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from grader import ch02_async as checks
 from grader.common import CheckFailed
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    answer_fn,
+    assert_sample_scores_as_declared,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "02_async"
 
@@ -222,16 +228,9 @@ def test_probes_are_module_level_functions_of_the_grader():
 def test_time_gpu_cuda_check_logic_on_a_simulated_gpu(name, passes, monkeypatch):
     """The CUDA check's own logic (probe, reference timed on the grading side, ratio), with
     torch.cuda._sleep played as a 20 ms kernel of the simulated GPU."""
-    from grader import samples
     from grader.simulate import simulated_cuda
 
-    if name == "reference":
-        fn = reference_fn(A, "time_gpu")
-    else:
-        (sample,) = [s for s in samples.load_samples(A) if s.name == name]
-        namespace: dict = {}
-        exec(sample.cells["time_gpu"], namespace)
-        fn = namespace["time_gpu"]
+    fn = answer_fn(A, name, "time_gpu")
     with simulated_cuda() as sim:
         monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: sim.launch(cycles / 1e6))
         if passes:

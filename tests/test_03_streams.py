@@ -9,7 +9,13 @@ import torch
 from grader import ch03_streams as checks
 from grader.common import CheckFailed
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    answer_fn,
+    assert_sample_scores_as_declared,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "03_streams"
 
@@ -76,16 +82,9 @@ def test_run_on_streams_check_passes_correct_answers_on_a_gpu_machine(name):
     device="cuda" live on it) and a record_stream that, like CUDA's, rejects other tensors."""
     from unittest import mock
 
-    from grader import samples
     from grader.simulate import simulated_cuda
 
-    if name == "reference":
-        fn = reference_fn(A, "run_on_streams")
-    else:
-        (sample,) = [s for s in samples.load_samples(A) if s.name == name]
-        namespace: dict = {}
-        exec(sample.cells["run_on_streams"], namespace)
-        fn = namespace["run_on_streams"]
+    fn = answer_fn(A, name, "run_on_streams")
     with simulated_cuda(transfers=True) as sim:
         played = torch.Tensor.record_stream
 
@@ -101,14 +100,7 @@ def test_run_on_streams_check_passes_correct_answers_on_a_gpu_machine(name):
 
 
 def _prefetcher(name):
-    from grader import samples
-
-    if name == "reference":
-        return reference_fn(A, "prefetch_to_device")
-    (sample,) = [s for s in samples.load_samples(A) if s.name == name]
-    namespace: dict = {}
-    exec(sample.cells["prefetch_to_device"], namespace)
-    return namespace["prefetch_to_device"]
+    return answer_fn(A, name, "prefetch_to_device")
 
 
 @pytest.fixture
@@ -188,16 +180,9 @@ def test_run_on_streams_cuda_check_when_the_clock_rises_after_calibration(name, 
     after another (100 ms) came in under the fixed 120 ms limit. Played on the simulated GPU."""
     from unittest import mock
 
-    from grader import samples
     from grader.simulate import simulated_cuda
 
-    if name == "reference":
-        fn = reference_fn(A, "run_on_streams")
-    else:
-        (sample,) = [s for s in samples.load_samples(A) if s.name == name]
-        namespace: dict = {}
-        exec(sample.cells["run_on_streams"], namespace)
-        fn = namespace["run_on_streams"]
+    fn = answer_fn(A, name, "run_on_streams")
     calls = []
 
     def sleep(cycles):  # the student's calibration (the first two kernels) at half the clock
