@@ -49,6 +49,9 @@ class IsolationPolicy:
             ``sockets`` folder inside it. Under ``/tmp`` it is hidden anyway; elsewhere (a
             ``TMPDIR`` on another disk) a read-only view would still let a kernel connect to
             those sockets.
+        gpu_lock: The machine's GPU lock (:class:`grader.execute.GpuTurn`), or None: its
+            folder is hidden from kernels and blocked by the guard, so a submission cannot take
+            the lock itself and keep other students' cells from the GPU.
     """
 
     work: Path
@@ -60,6 +63,7 @@ class IsolationPolicy:
     options: GradingOptions
     seed_home: Path | None = None
     private_tmp: Path | None = None
+    gpu_lock: Path | None = None
 
     @property
     def start_dir(self) -> Path:
@@ -89,6 +93,8 @@ class IsolationPolicy:
         }
         if self.private_tmp is not None:
             protected.add(str(Path(self.private_tmp).resolve()))
+        if self.gpu_lock is not None:
+            protected.add(str(Path(self.gpu_lock).resolve().parent))
         return sorted(protected)
 
     def sandbox_settings(self, guard_file: Path) -> SandboxSettings:

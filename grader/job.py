@@ -162,8 +162,8 @@ def _job_config(job: dict, aid: str, options: GradingOptions, policy, guard_file
     ]
     if options.cells in ("cuda", "no-cuda"):
         c.CourseExecute.judge_only = options.cells
-    if options.has_gpu:  # one lock per machine: jobs of a node take the GPU in turn
-        c.CourseExecute.gpu_lock = job.get("gpu_lock") or str(Path(policy.work) / "gpu.lock")
+    if policy.gpu_lock is not None:  # one lock per machine: jobs of a node take the GPU in turn
+        c.CourseExecute.gpu_lock = str(policy.gpu_lock)
     if not options.rerun_demos:
         c.CourseExecute.skip_sources = course.demo_sources(course.read(course.source_path(aid)))
     c.SandboxKernelManager.sandbox_settings = str(sandbox_file)
@@ -247,6 +247,7 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
         options=options,
         seed_home=Path(job["seed_home"]) if job.get("seed_home") else None,
         private_tmp=Path(private) if private else None,
+        gpu_lock=Path(job.get("gpu_lock") or Path(work) / "gpu.lock") if options.has_gpu else None,
     )
     autograded.mkdir(parents=True, exist_ok=True)  # bound into the sandbox before nbgrader writes
     guard_file, sandbox_file = policy.write()

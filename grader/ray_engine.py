@@ -94,6 +94,14 @@ def unpack(entries: list[tuple[str, str, object]], dest: Path) -> Path:
     return dest
 
 
+def _node_lock_dir() -> Path:
+    """A folder of its own for the node's GPU lock (shared by the node's tasks), which the
+    grading kernels cannot see (grader.isolation hides the lock's folder)."""
+    folder = Path(tempfile.gettempdir()) / f"gpu-course-{os.getuid()}-locks"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
 def _node_seed(assignment: str) -> str | None:
     """Warm compiler caches for ``assignment`` on this node (made once per node, under a lock)."""
     import importlib
@@ -144,7 +152,7 @@ def grade_task(spec: dict, submission: list, template_db: bytes, timeout_s: floa
             template_db=str(root / "template.db"),
             seed_home=_node_seed(spec["assignment"]),
             result=str(job_dir / "result.json"),
-            gpu_lock=str(Path(tempfile.gettempdir()) / f"gpu-course-{os.getuid()}-gpu.lock"),
+            gpu_lock=str(_node_lock_dir() / "gpu.lock"),
         )
         job_file = job_dir / "job.json"
         job_file.write_text(json.dumps(job))

@@ -739,3 +739,37 @@ def test_a_real_notebook_stops_cleanly_when_the_gpu_never_frees(tmp_path):
     holder.join()
     assert [o.ename for o in nb.cells[1].outputs] == ["GpuBusy"]
     assert [o.ename for o in nb.cells[2].outputs] == ["NotRun"]
+
+
+def test_the_gpu_lock_folder_is_hidden_from_kernels_and_blocked_by_the_guard(tmp_path):
+    """A kernel that could take the machine's GPU lock itself would keep every other student's
+    cells off the GPU: the lock's folder (the node folder of a Ray worker, or the command's work
+    folder) is protected, in the sandbox and by the guard."""
+    from grader import ray_engine
+    from grader.isolation import IsolationPolicy
+
+    lock = ray_engine._node_lock_dir() / "gpu.lock"
+    job_dir = tmp_path / "work" / "job"
+    policy = IsolationPolicy(
+        work=tmp_path / "work", submitted_root=tmp_path / "submitted", job_dir=job_dir,
+        notebook_dir=job_dir / "nb", box=job_dir / "box", sockets=tmp_path / "s",
+        options=grading.GradingOptions.for_machine(1, cpu_ok=True), gpu_lock=lock,
+    )  # fmt: skip
+    assert str(lock.parent.resolve()) in policy.protected()
+    assert str(lock.parent.resolve()) in policy.guard_settings().blocked
+    assert oct(lock.parent.stat().st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.timeout(600)
+def test_jobs_that_share_a_gpu_lock_grade_as_before(tmp_path):
+    """Grading as on a GPU machine (gpu=True: the memory watchdog on, every cell taking its turn
+    on the machine's GPU lock) with two jobs at once: no job waits forever, every score is as
+    without the lock, and the lock lives in the (protected) working folder."""
+    from grader import demo
+
+    options = grading.GradingOptions.for_machine(2, gpu=True)
+    results = demo.run_demo(["01_devices"], keep=tmp_path / "work", feedback=False,
+                            progress=False, options=options)  # fmt: skip
+    assert results and all(r.ok for r in results), demo.explain_mismatches(results)
+    assert (tmp_path / "work" / "gpu.lock").is_file()
+    assert (tmp_path / "work" / "gpu.lock.gate").is_file()
