@@ -167,6 +167,15 @@ def grade_task(spec: dict, submission: list, template_db: bytes, timeout_s: floa
         shutil.rmtree(root, ignore_errors=True)
 
 
+def task_gpu_fraction(gpus: float) -> float:
+    """The share of each visible GPU's memory a task's kernel may use, for a task that asked Ray
+    for ``gpus`` GPUs: 90% of what it was given (a fraction shares the GPU with other tasks;
+    the rest is for the grading process's own CUDA context and the reference solution), 1 for
+    a task given no GPU (Ray hides every GPU from it). The driver's own share, worked out for
+    its local jobs, says nothing about a node's."""
+    return 1.0 if gpus <= 0 else 0.9 * min(gpus, 1.0)
+
+
 class RayEngine:
     """Runs the jobs of :func:`grader.grading.grade_class` as Ray tasks.
 
@@ -226,11 +235,13 @@ class RayEngine:
         for job in jobs:
             spec = json.loads(Path(job.job_file).read_text())
             spec["options"]["gpu"] = None  # each node answers for itself
+            gpus = self._gpus_for(spec)
+            spec["options"]["gpu_fraction"] = task_gpu_fraction(gpus)
             db = Path(spec["template_db"]).read_bytes()
             submission = pack(Path(spec["submission"]))
             ref = self._task.options(
                 num_cpus=self.cpus_per_task,
-                num_gpus=self._gpus_for(spec),
+                num_gpus=gpus,
                 max_retries=self.max_retries,
             ).remote(spec, submission, db, timeout_s)
             pending[ref] = (job, spec)

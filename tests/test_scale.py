@@ -72,6 +72,17 @@ def test_every_student_lands_in_exactly_one_stable_shard(students, n):
     assert shards == [grading.shard_of(s, n) for s in students]
 
 
+@pytest.mark.parametrize(
+    "gpus, fraction", [(0, 1.0), (0.25, 0.225), (0.5, 0.45), (1, 0.9), (2, 0.9)]
+)
+def test_a_ray_task_kernel_gets_its_share_of_the_gpu_it_was_given(gpus, fraction):
+    """Tasks that ask Ray for a fraction of a GPU share it: each kernel is capped at its part
+    (before, at the driver's share, which was all of it when the driver had no GPU)."""
+    from grader.ray_engine import task_gpu_fraction
+
+    assert task_gpu_fraction(gpus) == pytest.approx(fraction)
+
+
 def test_the_deploy_recipes_call_the_command_as_it_is():
     """The Slurm script parses as bash and its grading line is accepted by the command's parser;
     the Kubernetes manifest is an Indexed Job whose pod runs the same command."""
