@@ -158,12 +158,12 @@ PART1_TESTS = "not sample_scores_as_declared_on_the_gpu"
 MIN_DEMO_S = 60
 
 
-def _run(step: Step, log: Path, timeout: int) -> bool:
+def _run(step: Step, log: Path, timeout: int) -> tuple[bool, str]:
     """Run ``step.command``, append its output to ``log`` under a header; return whether it was
-    stopped at ``timeout`` seconds (with everything it started: kernels, ranks, compilers), its
-    output so far kept and ending with a line saying so. A lent GPU's command limit must never
-    lose a whole part's results. The output is also left in ``step.summary["text"]`` for the
-    caller to read (and remove)."""
+    stopped at ``timeout`` seconds, and its output. A stopped step is killed with everything it
+    started (kernels, ranks, compilers); its output so far is kept and ends with a line saying
+    so: a lent GPU's command limit must never lose a whole part's results.
+    """
     start = time.monotonic()
     stopped = False
     with tempfile.TemporaryFile("w+", errors="replace") as f:
@@ -186,10 +186,9 @@ def _run(step: Step, log: Path, timeout: int) -> bool:
         text = f.read()
     step.seconds = round(time.monotonic() - start, 1)
     step.log = str(log)
-    step.summary["text"] = text
     with log.open("a") as out:
         out.write(f"\n===== {step.name}: {' '.join(step.command)} =====\n{text}")
-    return stopped
+    return stopped, text
 
 
 #: One line of ``pytest -v``: the test's id (which may hold spaces inside its parameters) and
@@ -345,8 +344,8 @@ def run_part(
             [python, "-m", "pytest", "-m", "cuda", "-v", "-p", "no:randomly",
              "-o", "addopts=-ra", "--timeout", "240", "-k", keyword or PART1_TESTS, "tests"],
         )  # fmt: skip
-        _run(tests, log, timeout=max(60, left() // 2))
-        tests.summary = _pytest_summary(tests.summary.pop("text"))
+        _, text = _run(tests, log, timeout=max(60, left() // 2))
+        tests.summary = _pytest_summary(text)
         result["steps"].append(asdict(tests))
         measure = Step(
             "measure", [python, "-m", "grader", "measure", *(["--only", *only] if only else [])]
@@ -354,7 +353,6 @@ def run_part(
         if gpu and left() > 60:
             measure.summary = {"groups": only or "all"}
             _run(measure, log, timeout=left() - 15)
-            measure.summary.pop("text")
             archive = _archive_figures(out)
             if archive:
                 measure.summary["archive"] = archive
@@ -376,7 +374,7 @@ def run_part(
                     [python, "-m", "grader", "demo", "--no-feedback", "--json", str(demo_json),
                      "--assignment", aid],
                 )  # fmt: skip
-                stopped = _run(demo, log, timeout=left() - 5)
+                stopped, _ = _run(demo, log, timeout=left() - 5)
                 demo.summary = _demo_summary(demo_json)
             if stopped:
                 demo.summary["skipped"] = "stopped at the part's time limit (graded again next)"

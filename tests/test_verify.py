@@ -81,14 +81,14 @@ def _fake_demo(monkeypatch, seconds_each: float, stop_at: str | None = None):
         path = Path(step.command[step.command.index("--json") + 1])
         if aid == stop_at:
             clock["now"] += timeout
-            return True
+            return True, ""
         row = {"student": "reference", "assignment": aid, "score": 9, "max_score": 13, "ok": True,
                "failed_cells": [], "expected_failed_cells": []}  # fmt: skip
         path.write_text(json.dumps({"gpu": True, "results": [row]}))
         clock["now"] += seconds_each
         step.ok, step.log = True, str(log)
         graded.append(aid)
-        return False
+        return False, ""
 
     monkeypatch.setattr(verify, "_run", run)
     return graded
@@ -158,7 +158,8 @@ def test_a_step_past_its_limit_is_stopped_with_everything_it_started(tmp_path):
         ["sh", "-c", f"(sleep 3; touch {marker}) & echo started; sleep 100"],
     )
     log = tmp_path / "part.log"
-    assert verify._run(step, log, timeout=1) is True
+    stopped, text = verify._run(step, log, timeout=1)
+    assert stopped is True and "started" in text
     time.sleep(3)
     assert not marker.exists()  # the background child died with the step
     assert "started" in log.read_text() and "stopped after 1 s" in log.read_text()
