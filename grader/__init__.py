@@ -6,7 +6,7 @@ it builds about 35 Lark parsers at import time: about 2 s of CPU on a slow core,
 that reads a notebook (each grading process, each command). No notebook or Jupyter schema uses
 those formats (jsonschema issue #1428, opendatahub-io/notebooks issue #3532), so ``jsonschema``
 simply goes without the two checkers in processes that import ``grader`` before it (the
-commands, grading processes, and graded kernels, whose guard is ``grader.guard``); a Jupyter
+commands, grading processes, and graded kernels, whose guard is ``grader.grading.guard``); a Jupyter
 server or a student's own kernel that does not is not affected.
 """
 

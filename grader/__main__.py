@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from . import demo, grading, pipeline, sandbox
+from grader.grading import grading, pipeline, sandbox
+from grader.tools import demo
 
 
 def _cmd_release(args) -> int:
@@ -63,7 +64,7 @@ def _grading_options(args) -> grading.GradingOptions:
 
 
 def _cmd_autograde(args) -> int:
-    from . import verify
+    from grader.tools import verify
 
     options = _grading_options(args)
     submitted = Path(
@@ -83,7 +84,7 @@ def _cmd_autograde(args) -> int:
     )
     engine = None
     if args.engine == "ray":
-        from .ray_engine import RayEngine
+        from grader.grading.ray_engine import RayEngine
 
         engine = RayEngine(
             args.address, cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task
@@ -122,7 +123,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def _cmd_merge(args) -> int:
-    from . import merge
+    from grader.grading import merge
 
     results = merge.merge(args.shards, args.work)
     print(grading.format_summary(results))
@@ -145,7 +146,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_measure(args) -> int:
-    from . import measure
+    from grader.tools import measure
 
     if args.list:
         for name, what, _ in measure.GPU_FIGURES:
@@ -155,7 +156,7 @@ def _cmd_measure(args) -> int:
 
 
 def _cmd_benchmark(args) -> int:
-    from . import bench
+    from grader.tools import bench
 
     if args.students < 1 or any(j < 1 for j in args.jobs):
         raise pipeline.PipelineError("--students and --jobs must be at least 1")
@@ -167,7 +168,7 @@ def _cmd_benchmark(args) -> int:
 
 
 def _cmd_verify_gpu(args) -> int:
-    from . import verify
+    from grader.tools import verify
 
     result = verify.run_part(
         args.part, args.out, assignments=args.assignment, only=args.only, keyword=args.keyword

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import torch
 
-from grader import course, samples
+from grader.runtime import course
+from grader.tools import samples
 
 
 def sample_params(assignment: str):

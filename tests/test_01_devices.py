@@ -8,9 +8,9 @@ import os
 import pytest
 import torch
 
-from grader import ch01_devices as checks
-from grader.common import CheckFailed
-from grader.simulate import simulated_cuda
+from grader.checks import ch01_devices as checks
+from grader.checks.common import CheckFailed
+from grader.runtime.simulate import simulated_cuda
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -110,7 +110,7 @@ def test_visible_gpu_count_check_puts_back_what_the_answer_changed():
      ("3,4", 1), ("1gpu2,2", 2)],
 )  # fmt: skip
 def test_simulated_machine_counts_visible_devices_as_cuda_does(value, count):
-    from grader.simulated_site.sitecustomize import visible_count
+    from grader.runtime.simulated_site.sitecustomize import visible_count
 
     assert visible_count(value, 4) == count
 
@@ -132,7 +132,7 @@ def test_visible_gpu_count_check_on_a_gpu_machine_rejects_always_zero(monkeypatc
     what CUDA would expose there."""
     import types
 
-    from grader.simulated_site.sitecustomize import visible_count
+    from grader.runtime.simulated_site.sitecustomize import visible_count
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "init", lambda: None)

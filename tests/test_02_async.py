@@ -9,8 +9,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader import ch02_async as checks
-from grader.common import CheckFailed
+from grader.checks import ch02_async as checks
+from grader.checks.common import CheckFailed
 
 from .helpers import (
     answer_fn,
@@ -177,7 +177,7 @@ def test_demo_snippets_are_not_the_exercise_snippets():
 
 def test_no_cell_above_the_exercise_runs_its_snippets_through_a_tool():
     """SYNC_POINTS is for the student to derive: the notebook shows the tools on other snippets."""
-    from grader import course
+    from grader.runtime import course
 
     nb = course.read(course.source_path(A))
     for cell in nb.cells:
@@ -199,7 +199,7 @@ def test_sync_report_prints_each_snippet(capsys):
 
 def test_pipeline_exercise_states_the_model():
     """The exercise's markdown gives both totals and both regimes, so the model can be derived."""
-    from grader import course
+    from grader.runtime import course
 
     nb = course.read(course.source_path(A))
     text = next(c.source for c in nb.cells if c.get("id") == "md-17")
@@ -208,7 +208,7 @@ def test_pipeline_exercise_states_the_model():
 
 
 def test_probes_are_module_level_functions_of_the_grader():
-    from grader import remote
+    from grader.runtime import remote
 
     probes = [getattr(checks, n) for n in dir(checks) if n.startswith("_probe_")]
     assert len(probes) >= 5
@@ -228,7 +228,7 @@ def test_probes_are_module_level_functions_of_the_grader():
 def test_time_gpu_cuda_check_logic_on_a_simulated_gpu(name, passes, monkeypatch):
     """The CUDA check's own logic (probe, reference timed on the grading side, ratio), with
     torch.cuda._sleep played as a 20 ms kernel of the simulated GPU."""
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     fn = answer_fn(A, name, "time_gpu")
     with simulated_cuda() as sim:
@@ -242,7 +242,7 @@ def test_time_gpu_cuda_check_logic_on_a_simulated_gpu(name, passes, monkeypatch)
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
 def test_sync_points_cuda_check_compares_with_the_measurement(monkeypatch):
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     key = reference_fn(A, "SYNC_POINTS")
     monkeypatch.setattr(checks, "measured_sync_points", lambda: dict(key))
@@ -257,7 +257,7 @@ def test_time_gpu_cuda_check_when_the_gpu_clock_rises_from_idle(monkeypatch):
     """The sleep kernel spins for clock cycles: while the GPU's clock still rises from idle
     (here: its first seven kernels at 40% of the clock), whoever is timed first measures 2.5x.
     The reference is timed before the student's function too, so that is not the student."""
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     calls = []
 

@@ -6,8 +6,8 @@ import inspect
 import pytest
 import torch
 
-from grader import ch03_streams as checks
-from grader.common import CheckFailed
+from grader.checks import ch03_streams as checks
+from grader.checks.common import CheckFailed
 
 from .helpers import (
     answer_fn,
@@ -82,7 +82,7 @@ def test_run_on_streams_check_passes_correct_answers_on_a_gpu_machine(name):
     device="cuda" live on it) and a record_stream that, like CUDA's, rejects other tensors."""
     from unittest import mock
 
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     fn = answer_fn(A, name, "run_on_streams")
     with simulated_cuda(transfers=True) as sim:
@@ -112,7 +112,7 @@ def gpu_with_slow_pinning(monkeypatch):
     from contextlib import contextmanager
     from unittest import mock
 
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     monkeypatch.setattr(checks, "CUDA_ELEMENTS", 1_250_000)
 
@@ -180,7 +180,7 @@ def test_run_on_streams_cuda_check_when_the_clock_rises_after_calibration(name, 
     after another (100 ms) came in under the fixed 120 ms limit. Played on the simulated GPU."""
     from unittest import mock
 
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     fn = answer_fn(A, name, "run_on_streams")
     calls = []

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from grader import ch04_memory as checks
-from grader.common import CheckFailed
-from grader.simulate import SimulatedCuda, simulated_cuda
+from grader.checks import ch04_memory as checks
+from grader.checks.common import CheckFailed
+from grader.runtime.simulate import SimulatedCuda, simulated_cuda
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -144,7 +144,7 @@ def test_pin_memory_at_creation_is_played_on_the_simulated_link():
 
 
 def test_probes_hand_back_plain_data():
-    from grader import handover
+    from grader.runtime import handover
 
     seen = checks._probe_train_without_leak(reference_fn(A, "train_without_leak"))
     handover.check_data(seen)
@@ -170,7 +170,7 @@ def test_peak_check_requires_a_runtime_error_without_cuda():
 
 
 def test_probes_are_module_level_functions_of_the_grader():
-    from grader import remote
+    from grader.runtime import remote
 
     probes = [getattr(checks, n) for n in dir(checks) if n.startswith("_probe_")]
     assert len(probes) >= 6

@@ -11,9 +11,12 @@ import torch
 from torch import nn
 from torch.utils import benchmark
 
-from grader import ch05_tensor_cores as checks
-from grader import course, judge, remote, samples
-from grader.common import CheckFailed
+from grader.checks import ch05_tensor_cores as checks
+from grader.checks import common
+from grader.checks.common import CheckFailed
+from grader.grading import judge
+from grader.runtime import course, remote
+from grader.tools import samples
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -102,7 +105,7 @@ def _judge_findings(code: str) -> judge.Verdict:
 
 @pytest.mark.parametrize("sample", [p for p in sample_params(A) if _is_case_sample(p.values[0])])
 def test_case_sample_scores_as_declared(sample):
-    """CASE_FINDINGS gives partial credit (grader.judge.Partial), which the in-process grader
+    """CASE_FINDINGS gives partial credit (grader.checks.common.Partial), which the in-process grader
     cannot see: judge the cell as autograde does and compare its fraction."""
     verdict = _judge_findings(sample.cells["case_findings"])
     if sample.is_mistake:
@@ -136,7 +139,7 @@ def test_feedback_teaches_without_giving_the_key(capsys):
     answer = {k: set(v) for k, v in findings.items()}
     answer["case2"] = (answer["case2"] - {"model_called_on_loader"}) | {"math_heavy_activation"}
     result = checks.check_case_findings_hidden(answer)
-    assert isinstance(result, judge.Partial) and result < 1
+    assert isinstance(result, common.Partial) and result < 1
     out = capsys.readouterr().out
     assert "case2: 2 of 3 problems found" in out and "1 problem(s) you listed is not" in out
     assert "how the data reaches the model" in out
@@ -145,7 +148,7 @@ def test_feedback_teaches_without_giving_the_key(capsys):
 
 
 def test_unsolved_case_findings_is_not_attempted():
-    from grader.common import NotAttempted
+    from grader.checks.common import NotAttempted
 
     with pytest.raises(NotAttempted):
         checks.check_case_findings({"case1": None, "case2": None, "case3": None})
@@ -255,7 +258,7 @@ def test_matmul_tflops_cuda_check_takes_each_sides_best_round(monkeypatch):
     cells (this notebook's sawtooth demo, training) on the same GPU outside the _cuda lock, which
     can halve one measurement: a correct answer slowed in its first round passes (each side's best
     of CUDA_ROUNDS rounds counts), an answer off by 2x in every round (n**3 flops) still fails."""
-    from grader.simulate import simulated_cuda
+    from grader.runtime.simulate import simulated_cuda
 
     small = [(256, torch.bfloat16), (512, torch.bfloat16), (511, torch.bfloat16)]
     monkeypatch.setattr(checks, "CUDA_CASES", small)

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torchvision
 
-from grader import ch06_amp as checks
-from grader import datasets
+from grader.checks import ch06_amp as checks
+from grader.runtime import datasets
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -166,7 +166,7 @@ def test_resnet_demo_data_cpu_sizes(tmp_path, monkeypatch):
 
 def test_autocast_answers_are_not_printed_by_the_notebook():
     """The notebook's demo measures other ops than the exercise's: the answers are derived."""
-    from grader import course
+    from grader.runtime import course
 
     nb = course.read(course.source_path(A))
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
@@ -180,7 +180,7 @@ def test_autocast_answers_are_not_printed_by_the_notebook():
 
 def test_validation_check_catches_training_on_the_validation_set():
     """A 'validation' that steps the optimizer changes training: caught."""
-    from grader.common import CheckFailed
+    from grader.checks.common import CheckFailed
 
     ref = reference_fn(A, "train_amp")
 
@@ -195,7 +195,7 @@ def test_validation_check_catches_training_on_the_validation_set():
 
 
 def test_amp_step_check_explains_a_missing_update():
-    from grader.common import CheckFailed
+    from grader.checks.common import CheckFailed
 
     def no_update(model, x, y, loss_fn, opt, scaler, *, device_type, dtype, max_grad_norm=None):
         opt.zero_grad()

@@ -16,10 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from grader import ch07_multi_gpu as checks
-from grader import course, distributed, samples
-from grader.common import CheckFailed, NotAttempted
-from grader.distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
+from grader.checks import ch07_multi_gpu as checks
+from grader.checks.common import CheckFailed, NotAttempted
+from grader.runtime import course, distributed
+from grader.runtime.distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
+from grader.tools import samples
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -194,7 +195,7 @@ def test_ddp_config_is_json_serialisable(tmp_path):
 
 @pytest.mark.multi_gpu
 def test_reference_ddp_script_trains_with_nccl_on_two_gpus(tmp_path):
-    from grader.distributed import load_script, spawn_script
+    from grader.runtime.distributed import load_script, spawn_script
 
     script = _write_reference_script(tmp_path)
     config = dict(checks.ddp_config(tmp_path), backend="nccl")
@@ -216,7 +217,7 @@ _ABORT_AT_EXIT = (
 
 def test_launchers_end_a_finished_rank_before_interpreter_shutdown(tmp_path):
     """A rank whose function returned is not failed by an abort during interpreter shutdown
-    (DDP on gloo can abort there: grader.distributed, "No abort at exit")."""
+    (DDP on gloo can abort there: grader.runtime.distributed, "No abort at exit")."""
     script = tmp_path / "abort_at_exit.py"
     script.write_text(_ABORT_AT_EXIT)
     spawn_script(script, 2, {}, timeout_s=120)
@@ -339,14 +340,14 @@ def test_ddp_check_names_a_state_dict_saved_from_the_wrapper(tmp_path):
 
 def test_probes_hand_back_plain_data_only(tmp_path):
     """The DDP probe returns tensors and text, never the student's objects."""
-    from grader import handover
+    from grader.runtime import handover
 
     script = _write_reference_script(tmp_path)
     x, y = checks.ddp_data(3)
     seen = checks._probe_ddp_train(str(script), "spawn", 2, x, y, 3)
     assert set(seen) == {"state"}
     handover.check_data(seen)
-    assert sys.modules["grader.ch07_multi_gpu"].JUDGED_IN_GRADER is True
+    assert sys.modules["grader.checks.ch07_multi_gpu"].JUDGED_IN_GRADER is True
 
 
 _AFTER_TRACING = """
@@ -354,7 +355,9 @@ import torch
 from IPython.core.compilerop import CachingCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from grader import ch07_multi_gpu as checks, distributed
+from grader.checks import ch07_multi_gpu as checks
+
+from grader.runtime import distributed
 
 with FakeTensorMode():  # what tracing (torch.compile, export, explain) does on a CPU machine
     torch.ones(1) * 2

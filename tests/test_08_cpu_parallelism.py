@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader import ch08_cpu_parallelism as checks
-from grader.common import CheckFailed
+from grader.checks import ch08_cpu_parallelism as checks
+from grader.checks.common import CheckFailed
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -84,7 +84,7 @@ def test_a_ratio_of_a_float_subclass_is_handed_over_as_a_float():
     import numpy as np
     import torch
 
-    from grader import handover
+    from grader.runtime import handover
 
     record = checks.number_attempt(lambda: np.float64(2.5))
     assert record == {"ok": True, "value": 2.5, "type": "numpy.float64"}
@@ -121,5 +121,5 @@ def test_a_worker_error_keeps_its_type_across_the_handover():
         reference_fn(A, "parallel_map"), checks.fail_on_three, range(6), 2, "thread"
     )
     assert not seen["record"]["ok"]
-    assert seen["record"]["error"]["types"][0] == "grader.ch08_cpu_parallelism.WorkerError"
+    assert seen["record"]["error"]["types"][0] == "grader.checks.ch08_cpu_parallelism.WorkerError"
     assert seen["pid"] == os.getpid()

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from grader import ch09_compilation as checks
+from grader.checks import ch09_compilation as checks
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -97,7 +97,7 @@ def test_explain_works_for_a_function_whose_globals_are_no_module():
 
 
 def test_the_branch_free_probe_hands_back_plain_data():
-    from grader import handover
+    from grader.runtime import handover
 
     xs = checks._branch_inputs(hidden=False)
     seen = checks._probe_branch_free(reference_fn(A, "branch_free"), xs)

@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from grader import ch10_profiling as checks
-from grader import trace as tracing
-from grader.common import CheckFailed
-from grader.simulate import simulated_cuda
+from grader.checks import ch10_profiling as checks
+from grader.checks.common import CheckFailed
+from grader.runtime import trace as tracing
+from grader.runtime.simulate import simulated_cuda
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -138,7 +138,7 @@ def test_unknown_op_must_raise_value_error():
 
 
 def test_roofline_fraction_of_a_simulated_matmul():
-    from grader import simulate
+    from grader.runtime import simulate
 
     m = k = n = 512
     with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:

@@ -11,9 +11,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from grader import ch11_scaling as checks
-from grader import course
-from grader.distributed import run_ranks
+from grader.checks import ch11_scaling as checks
+from grader.runtime import course
+from grader.runtime.distributed import run_ranks
 
 from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
 
@@ -66,7 +66,7 @@ def test_sample_scores_as_declared(sample):
 
 
 def test_a_hanging_answer_fails_within_seconds_with_the_ranks_named():
-    from grader.samples import load_samples
+    from grader.tools.samples import load_samples
 
     sample = next(s for s in load_samples(A) if s.name == "wrong_zero_owner_only_broadcast")
     namespace: dict = {}

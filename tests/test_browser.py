@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import course, samples
+from grader.runtime import course
+from grader.tools import samples
 
 from .helpers import wait_for
 

@@ -5,8 +5,10 @@ points agree with the answer key."""
 import pytest
 import torch
 
-from grader import ch02_async, course, samples
-from grader.timeline import LANE_GPU, profile_spans
+from grader.checks import ch02_async
+from grader.runtime import course
+from grader.runtime.timeline import LANE_GPU, profile_spans
+from grader.tools import samples
 
 from .helpers import assert_sample_scores_as_declared
 

@@ -6,8 +6,8 @@ import matplotlib
 import pytest
 import torch
 
-from grader import recorded
-from grader.timeline import LANE_CPU_OPS, LANE_GPU, SYNC_OPS, plot_timeline, profile_spans
+from grader.runtime import recorded
+from grader.runtime.timeline import LANE_CPU_OPS, LANE_GPU, SYNC_OPS, plot_timeline, profile_spans
 
 matplotlib.use("Agg")
 

@@ -22,7 +22,9 @@ import nbformat
 import pytest
 import torch
 
-from grader import course, grading, samples, sandbox, scan
+from grader.grading import grading, sandbox, scan
+from grader.runtime import course
+from grader.tools import samples
 
 from .bad_submissions import CASES, LINK, POINTS, REFERENCE, SECRET
 from .helpers import wait_for
@@ -490,7 +492,7 @@ def test_a_job_whose_fork_server_dies_is_killed_and_reported(tmp_path):
 
     import psutil
 
-    from grader.pipeline import autograde as autograde_in_process
+    from grader.grading.pipeline import autograde as autograde_in_process
 
     submitted, work = tmp_path / "submitted", tmp_path / "work"
     nb = samples.build_submission(A, None)
@@ -524,7 +526,7 @@ def test_the_command_private_folder_is_hidden_from_kernels_outside_tmp(tmp_path)
     """With ``TMPDIR`` on another disk, the command's private folder (the fork server's socket,
     every job's kernel sockets) is not under the sandbox's private /tmp: the policy hides it,
     and a kernel sees only its own socket folder inside it."""
-    from grader.isolation import IsolationPolicy
+    from grader.grading.isolation import IsolationPolicy
 
     if not sandbox.bwrap_available():
         pytest.skip("bubblewrap is not available here")
@@ -563,7 +565,7 @@ def _held_lock(path: Path, seconds: float, exclusive: bool = True):
     """Hold the GPU turn at ``path`` in another thread for ``seconds`` (another job's cell)."""
     import threading
 
-    from grader.execute import GpuTurn
+    from grader.grading.execute import GpuTurn
 
     taken = threading.Event()
 
@@ -591,7 +593,7 @@ def _cell(grade_id: str | None = "test_x_cuda", source: str = '"""A CUDA check."
 
 
 def _executor(tmp_path, **config):
-    from grader import execute
+    from grader.grading import execute
 
     ex = execute.CourseExecute(gpu_lock=str(tmp_path / "gpu.lock"), **config)
     ex.resources, ex._started, ex._waited = {}, time.monotonic(), 0.0
@@ -601,7 +603,7 @@ def _executor(tmp_path, **config):
 def test_a_cuda_cell_time_limit_counts_from_when_it_holds_the_gpu(tmp_path, monkeypatch):
     """Waiting for other jobs' cells must not eat this cell's time limit (a correct answer
     would score 0 for a neighbour's slowness), nor the notebook's."""
-    from grader import execute
+    from grader.grading import execute
 
     limits = []
     real = execute.KernelChannel
@@ -637,7 +639,7 @@ def test_a_notebook_whose_gpu_turn_never_comes_stops_with_a_reason(tmp_path):
     with ex._gpu_turn(nb.cells[0]):  # a markdown cell takes no turn
         pass
     assert ex._waited == 0
-    from grader.execute import GpuBusy
+    from grader.grading.execute import GpuBusy
 
     with pytest.raises(GpuBusy, match="stayed busy"):
         with ex._gpu_turn(nb.cells[1]):
@@ -654,7 +656,7 @@ def test_a_notebook_whose_gpu_turn_never_comes_stops_with_a_reason(tmp_path):
 def test_a_forked_child_does_not_keep_the_gpu_turn(tmp_path):
     """A process forked during a turn (a DataLoader worker, a rank) must not hold the lock after
     the turn ends; the turn's files are closed in every case (no descriptor leak)."""
-    from grader.execute import _HELD_FDS, GpuTurn
+    from grader.grading.execute import _HELD_FDS, GpuTurn
 
     path = str(tmp_path / "gpu.lock")
     with GpuTurn(path, exclusive=True, timeout=5):
@@ -681,7 +683,7 @@ def test_cuda_cells_have_the_gpu_alone_and_never_starve(tmp_path):
     then runs alone; an ordinary cell that asks after a waiting _cuda cell queues behind it."""
     import threading
 
-    from grader.execute import GpuTurn
+    from grader.grading.execute import GpuTurn
 
     path = str(tmp_path / "gpu.lock")
     events: list[tuple[str, str]] = []
@@ -712,7 +714,7 @@ def test_cuda_cells_have_the_gpu_alone_and_never_starve(tmp_path):
 
 
 def test_without_a_gpu_lock_cells_never_wait():
-    from grader import execute
+    from grader.grading import execute
 
     ex = execute.CourseExecute()
     ex._waited = 0.0
@@ -724,7 +726,7 @@ def test_without_a_gpu_lock_cells_never_wait():
 def test_a_real_notebook_stops_cleanly_when_the_gpu_never_frees(tmp_path):
     """End to end, with a kernel: markdown cells pass, the first code cell waits out the
     notebook's GPU wait and gets GpuBusy, the rest are not run; nothing crashes."""
-    from grader import execute
+    from grader.grading import execute
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
@@ -745,8 +747,8 @@ def test_the_gpu_lock_folder_is_hidden_from_kernels_and_blocked_by_the_guard(tmp
     """A kernel that could take the machine's GPU lock itself would keep every other student's
     cells off the GPU: the lock's folder (the node folder of a Ray worker, or the command's work
     folder) is protected, in the sandbox and by the guard."""
-    from grader import ray_engine
-    from grader.isolation import IsolationPolicy
+    from grader.grading import ray_engine
+    from grader.grading.isolation import IsolationPolicy
 
     lock = ray_engine._node_lock_dir() / "gpu.lock"
     job_dir = tmp_path / "work" / "job"
@@ -765,7 +767,7 @@ def test_jobs_that_share_a_gpu_lock_grade_as_before(tmp_path):
     """Grading as on a GPU machine (gpu=True: the memory watchdog on, every cell taking its turn
     on the machine's GPU lock) with two jobs at once: no job waits forever, every score is as
     without the lock, and the lock lives in the (protected) working folder."""
-    from grader import demo
+    from grader.tools import demo
 
     options = grading.GradingOptions.for_machine(2, gpu=True)
     results = demo.run_demo(["01_devices"], keep=tmp_path / "work", feedback=False,

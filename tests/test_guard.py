@@ -1,5 +1,5 @@
-"""The guard inside grading kernels (grader.guard) and the executor's own defences
-(grader.execute): unit tests, fast, without kernels. The guard's audit hook is never installed
+"""The guard inside grading kernels (grader.grading.guard) and the executor's own defences
+(grader.grading.execute): unit tests, fast, without kernels. The guard's audit hook is never installed
 in this process (it cannot be removed); its decisions are tested by calling it directly."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode, v4
 
-from grader import execute, guard, handover, remote
+from grader.grading import execute, guard
+from grader.runtime import handover, remote
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def test_a_thread_started_on_exec_is_recorded(guarded):
 
 
 def test_the_snapshot_puts_back_what_a_submission_replaced():
-    import grader.remote as target
+    import grader.runtime.remote as target
 
     snap = guard._Snapshot()
     original = target.serve
@@ -122,8 +123,8 @@ def test_the_snapshot_puts_back_what_a_submission_replaced():
     finally:
         target.serve = original
         target.call.__code__ = original_code
-    assert "grader.remote.serve replaced" in changes
-    assert "grader.remote.call.__code__ swapped" in changes
+    assert "grader.runtime.remote.serve replaced" in changes
+    assert "grader.runtime.remote.call.__code__ swapped" in changes
     assert target.serve is original
 
 

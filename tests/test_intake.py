@@ -1,4 +1,4 @@
-"""Taking a submission in (grader.intake): only the notebook, read without following links,
+"""Taking a submission in (grader.grading.intake): only the notebook, read without following links,
 rebuilt valid, its graded cells matched to the release. Fast, no kernels."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import json
 import nbformat
 import pytest
 
-from grader import course, intake, samples
+from grader.grading import intake
+from grader.runtime import course
+from grader.tools import samples
 
 A = "03_streams"
 

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from grader import course
+from grader.runtime import course
 
 
 def test_ruff_check():

@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from grader import course, measure, recorded
+from grader.runtime import course, recorded
+from grader.tools import measure
 
 GPU = torch.cuda.is_available()
 

@@ -19,8 +19,9 @@ import torch
 from nbgrader.api import Gradebook
 from nbgrader.utils import get_username
 
-from grader import course, samples
-from grader.config import COURSE_ID
+from grader.grading.config import COURSE_ID
+from grader.runtime import course
+from grader.tools import samples
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 A = "01_devices"

@@ -10,7 +10,9 @@ import sys
 import pytest
 import torch
 
-from grader import course, pipeline, samples
+from grader.grading import pipeline
+from grader.runtime import course
+from grader.tools import samples
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
 GPU = torch.cuda.is_available()

@@ -6,7 +6,8 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from grader import course, pipeline
+from grader.grading import pipeline
+from grader.runtime import course
 
 ASSIGNMENTS = course.assignments()
 
@@ -20,7 +21,7 @@ def test_course_index_is_generated_and_the_readme_shows_it():
     assert (course.NOTEBOOKS / "README.md").read_text() == course.index_markdown()
     readme = (course.REPO / "README.md").read_text()
     assert course.index_table("notebooks/") in readme, (
-        "README.md's course table differs from grader/course.py LESSONS: paste index_table('notebooks/')"
+        "README.md's course table differs from grader/runtime/course.py LESSONS: paste index_table('notebooks/')"
     )
 
 

@@ -1,5 +1,5 @@
-"""The boundary between the student's code and the grader (grader.handover, grader.remote,
-grader.judge): only plain data crosses, exceptions come back as the student raised them, test
+"""The boundary between the student's code and the grader (grader.runtime.handover, grader.runtime.remote,
+grader.grading.judge): only plain data crosses, exceptions come back as the student raised them, test
 cells are read and judged on the grading side. Fast, in-process."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from unittest import mock
 import pytest
 import torch
 
-from grader import course, handover, judge, remote
-from grader.common import CheckFailed, NotAttempted, call_student, expect_raises
+from grader.checks.common import CheckFailed, NotAttempted, call_student, expect_raises
+from grader.grading import judge
+from grader.runtime import course, handover, remote
 
 
 class AlwaysEqual:
@@ -184,12 +185,12 @@ def test_every_test_cell_is_one_the_judge_reads(test):
     "source",
     [
         "check_x(f)",  # not imported
-        "from grader.ch01_devices import check_pick_device\ncheck_pick_device(f())",
-        "from grader.ch01_devices import check_pick_device\nimport os\ncheck_pick_device(f)",
+        "from grader.checks.ch01_devices import check_pick_device\ncheck_pick_device(f())",
+        "from grader.checks.ch01_devices import check_pick_device\nimport os\ncheck_pick_device(f)",
         "from os import system\nsystem('true')",
-        "from grader.ch01_devices import reference\nreference('01_devices')",
-        "from grader.ch01_devices import check_pick_device\ncheck_pick_device(f, x=1)",
-        "from grader.ch01_devices import check_pick_device\nx = 1\ncheck_pick_device(f)",
+        "from grader.checks.ch01_devices import reference\nreference('01_devices')",
+        "from grader.checks.ch01_devices import check_pick_device\ncheck_pick_device(f, x=1)",
+        "from grader.checks.ch01_devices import check_pick_device\nx = 1\ncheck_pick_device(f)",
         '"""only a docstring"""',
     ],
 )
@@ -202,9 +203,7 @@ def test_judge_runs_checks_here_and_turns_failures_into_outputs():
     def pick_device(preferred=None):
         return torch.device(preferred or "cpu")
 
-    source = (
-        '"""doc"""\nfrom grader.ch01_devices import check_pick_device\ncheck_pick_device(pick)\n'
-    )
+    source = '"""doc"""\nfrom grader.checks.ch01_devices import check_pick_device\ncheck_pick_device(pick)\n'
 
     class Here:
         def request(self, fn, target, args, kwargs):

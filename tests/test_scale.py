@@ -17,7 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nbgrader.api import Gradebook
 
-from grader import course, grading, samples
+from grader.grading import grading
+from grader.runtime import course
+from grader.tools import samples
 
 from .helpers import wait_for
 
@@ -78,7 +80,7 @@ def test_every_student_lands_in_exactly_one_stable_shard(students, n):
 def test_a_ray_task_kernel_gets_its_share_of_the_gpu_it_was_given(gpus, fraction):
     """Tasks that ask Ray for a fraction of a GPU share it: each kernel is capped at its part
     (before, at the driver's share, which was all of it when the driver had no GPU)."""
-    from grader.ray_engine import task_gpu_fraction
+    from grader.grading.ray_engine import task_gpu_fraction
 
     assert task_gpu_fraction(gpus) == pytest.approx(fraction)
 

@@ -6,7 +6,7 @@ from time import perf_counter as imported_perf_counter
 import pytest
 import torch
 
-from grader.simulate import (
+from grader.runtime.simulate import (
     COPY_TO_CPU,
     TO_CPU,
     WHERE_ONE_ARG,
@@ -226,7 +226,7 @@ def test_benchmark_timer_synchronizes_and_reads_the_virtual_clock():
     does too, on the virtual clock (torch 2.11 picked a plain clock at import on a CPU host)."""
     from torch.utils import benchmark
 
-    from grader.simulate import SIM_MATMUL_TFLOPS
+    from grader.runtime.simulate import SIM_MATMUL_TFLOPS
 
     with simulated_cuda(transfers=True, virtual_time=True):
         a, b = _sim_matmul_inputs()
@@ -262,7 +262,7 @@ def test_timeit_and_a_clock_imported_by_name_read_the_virtual_clock():
 
 
 def test_a_launch_without_synchronize_costs_only_launch_time_and_the_queue_is_bounded():
-    from grader.simulate import SIM_LAUNCH_S, SIM_QUEUE_DEPTH
+    from grader.runtime.simulate import SIM_LAUNCH_S, SIM_QUEUE_DEPTH
 
     with simulated_cuda(transfers=True, virtual_time=True) as sim:
         a, b = _sim_matmul_inputs(4096, torch.bfloat16)
@@ -277,7 +277,7 @@ def test_a_launch_without_synchronize_costs_only_launch_time_and_the_queue_is_bo
 
 
 def test_tf32_state_is_read_without_mixing_legacy_and_new_flags():
-    from grader.simulate import SIM_MATMUL_TFLOPS
+    from grader.runtime.simulate import SIM_MATMUL_TFLOPS
 
     matmul = torch.backends.cuda.matmul
     if not hasattr(matmul, "fp32_precision"):

@@ -1,4 +1,4 @@
-"""The GPU verification command (grader.verify): its preflight, its split of the demo into two
+"""The GPU verification command (grader.tools.verify): its preflight, its split of the demo into two
 parts that cover every notebook, and part 1 run end to end on this machine."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import course, verify
+from grader.runtime import course
+from grader.tools import verify
 
 
 def test_preflight_names_what_grading_needs():
@@ -119,7 +120,8 @@ def test_options_of_one_part_are_refused_by_the_others(tmp_path):
 def test_the_figures_travel_as_one_archive(tmp_path, monkeypatch):
     import tarfile
 
-    from grader import measure, recorded
+    from grader.runtime import recorded
+    from grader.tools import measure
 
     images = tmp_path / "repo" / "images"
     (images / "measured").mkdir(parents=True)

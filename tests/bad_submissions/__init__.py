@@ -50,7 +50,7 @@ FORGE_START_UP = """import os
 import pathlib
 import sys
 
-FORGE = "import grader.remote\\ngrader.remote.serve = lambda *a, **k: None\\n"
+FORGE = "import grader.runtime.remote\\ngrader.runtime.remote.serve = lambda *a, **k: None\\n"
 home = pathlib.Path.home()
 ipy = pathlib.Path(os.environ.get("IPYTHONDIR", home / ".ipython"))
 version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
@@ -225,13 +225,13 @@ CASES = [
         "patch_check",
         "a wrong answer, and the grader's check replaced by one that always passes",
         code={
-            "run_on_streams": WRONG_STREAMS + "\nimport grader.ch03_streams as checks\n\n"
+            "run_on_streams": WRONG_STREAMS + "\nimport grader.checks.ch03_streams as checks\n\n"
             "checks.check_run_on_streams = lambda *a, **k: print('OK: (fake)')\n"
             "checks.check_run_on_streams_hidden = lambda *a, **k: None\n"
         },
         exercises=("prefetch",),
         review=True,
-        says=("grader.ch03_streams.check_run_on_streams replaced",),
+        says=("grader.checks.ch03_streams.check_run_on_streams replaced",),
     ),
     Case(
         "patch_torch_testing",
@@ -257,22 +257,22 @@ CASES = [
     ),
     Case(
         "patch_sys_modules",
-        "a wrong answer, and a fake grader.ch03_streams put in sys.modules",
+        "a wrong answer, and a fake grader.checks.ch03_streams put in sys.modules",
         code={
             "run_on_streams": WRONG_STREAMS
-            + "\nimport sys\nimport types\n\nfake = types.ModuleType('grader.ch03_streams')\n"
+            + "\nimport sys\nimport types\n\nfake = types.ModuleType('grader.checks.ch03_streams')\n"
             "fake.__getattr__ = lambda name: (lambda *a, **k: None)\n"
-            "sys.modules['grader.ch03_streams'] = fake\n"
+            "sys.modules['grader.checks.ch03_streams'] = fake\n"
         },
         exercises=("prefetch",),
         review=True,
-        says=("sys.modules['grader.ch03_streams'] replaced",),
+        says=("sys.modules['grader.checks.ch03_streams'] replaced",),
     ),
     Case(
         "delegates_to_reference",
         "run_on_streams calls the course's own reference solution, which the kernel cannot load",
         code={
-            "run_on_streams": "from grader.course import reference\n\n\n"
+            "run_on_streams": "from grader.runtime.course import reference\n\n\n"
             "def run_on_streams(fns):\n    return reference('03_streams').run_on_streams(fns)\n"
         },
         exercises=("prefetch",),
@@ -283,7 +283,7 @@ CASES = [
         "reads_solutions",
         "run_on_streams is copied out of solutions/ at grading time",
         code={
-            "run_on_streams": "import json\nfrom grader import course\n\n"
+            "run_on_streams": "import json\nfrom grader.runtime import course\n\n"
             "cells = json.loads(course.source_path('03_streams').read_text())['cells']\n"
             "exec(next(''.join(c['source']) for c in cells if 'def run_on_streams' in "
             "''.join(c['source'])))\n"
@@ -300,7 +300,7 @@ CASES = [
             "recursive=True) + glob.glob('/tmp/**/gradebook.db', recursive=True)\n"
             "for path in found:\n    try:\n        print(open(path, 'rb').read(16))\n"
             "    except OSError as e:\n        print('refused', e)\n"
-            "from grader import course\ntry:\n"
+            "from grader.runtime import course\ntry:\n"
             "    print(open(course.REPO / 'grader' / 'work' / 'gradebook.db', 'rb').read(16))\n"
             "except OSError as e:\n    print('refused', e)\n"
         },
@@ -311,7 +311,7 @@ CASES = [
         "the student overwrites the grader's check module and writes next to the course",
         code={
             "run_on_streams": WRONG_STREAMS
-            + "\nfrom grader import course\n\nfor target in (course.REPO / 'grader' / "
+            + "\nfrom grader.runtime import course\n\nfor target in (course.REPO / 'grader' / "
             "'ch03_streams.py', course.REPO / 'owned.txt'):\n    try:\n"
             "        target.write_text('def check_run_on_streams(*a, **k): pass\\n')\n"
             "    except OSError as e:\n        print('refused', e)\n"
@@ -339,9 +339,9 @@ CASES = [
         code={"run_on_streams": WRONG_STREAMS},
         files={
             "grader/__init__.py": "",
-            "grader/ch03_streams.py": "def check_run_on_streams(*a, **k):\n    print('OK')\n",
-            "grader/remote.py": "def serve(*a, **k):\n    pass\n",
-            "grader/guard.py": "def install(*a, **k):\n    pass\n",
+            "grader/checks/ch03_streams.py": "def check_run_on_streams(*a, **k):\n    print('OK')\n",
+            "grader/runtime/remote.py": "def serve(*a, **k):\n    pass\n",
+            "grader/grading/guard.py": "def install(*a, **k):\n    pass\n",
         },
         exercises=("prefetch",),
         review=True,
@@ -425,9 +425,9 @@ CASES = [
         "through bdb running a string (no exec written in the cell)",
         code={
             "run_on_streams": WRONG_STREAMS + "\nimport bdb\n\n\n"
-            "def hook(*args):\n    import grader.remote as r\n\n    r.serve = lambda *a, **k: None\n\n\n"
+            "def hook(*args):\n    import grader.runtime.remote as r\n\n    r.serve = lambda *a, **k: None\n\n\n"
             "get_ipython().events.register('pre_run_cell', hook)\n"
-            "bdb.Bdb().run('import grader.remote as r; r.serve = print')\n"
+            "bdb.Bdb().run('import grader.runtime.remote as r; r.serve = print')\n"
         },
         exercises=("prefetch",),
         review=True,
@@ -438,9 +438,9 @@ CASES = [
         "simulated GPU's clock",
         code={
             "run_on_streams": WRONG_STREAMS
-            + "\nimport threading\nimport time\n\nimport grader.remote\nimport grader.simulate\n\n\n"
-            "def loop():\n    while True:\n        grader.remote.serve = lambda *a, **k: None\n"
-            "        grader.simulate.SimulatedCuda.now = lambda self: 0.0\n"
+            + "\nimport threading\nimport time\n\nimport grader.runtime.remote\nimport grader.runtime.simulate\n\n\n"
+            "def loop():\n    while True:\n        grader.runtime.remote.serve = lambda *a, **k: None\n"
+            "        grader.runtime.simulate.SimulatedCuda.now = lambda self: 0.0\n"
             "        time.sleep(0.001)\n\n\n"
             "threading.Thread(target=loop, daemon=True).start()\n"
         },
@@ -486,7 +486,8 @@ CASES = [
         "child_process_reads_solutions",
         "a child process (cat) reads the source notebook and the gradebook; then answers wrong",
         code={
-            "run_on_streams": WRONG_STREAMS + "\nimport subprocess\n\nfrom grader import course\n\n"
+            "run_on_streams": WRONG_STREAMS
+            + "\nimport subprocess\n\nfrom grader.runtime import course\n\n"
             "for path in (course.source_path('03_streams'), course.REPO / 'grader/work/gradebook.db'):\n"
             "    out = subprocess.run(['cat', str(path)], capture_output=True)\n"
             "    print(path, len(out.stdout), out.stderr[:80])\n"

@@ -4,7 +4,6 @@
 # fails-on-gpu: test_autocast_dtypes_cuda
 # %% autocast_dtypes
 import torch
-
 from grader.ch06_amp import AUTOCAST_CASES
 
 LOW = {"matmul", "conv2d", "relu_of_linear", "softmax_of_linear", "sum_of_linear"}

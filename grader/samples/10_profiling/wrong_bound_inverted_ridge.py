@@ -5,7 +5,6 @@ compute-bound."""
 # fails: test_predict_bound
 # %% predict_bound
 import torch
-
 from grader.ch10_profiling import GPUS
 
 

@@ -4,7 +4,6 @@
 # fails: test_predict_bound
 # %% predict_bound
 import torch
-
 from grader.ch10_profiling import GPUS
 
 

@@ -1,0 +1,697 @@
+"""Checks for 10_profiling: arithmetic_intensity, predict_bound, train_without_syncs,
+fused_step, overlapped_pipeline.
+
+The last three are graded from a **profiler trace** of the student's code, never from a clock:
+a probe (course code that runs where the student's code lives: under autograde, in their
+kernel) runs the student's function inside a ``record_function`` range named
+:data:`WINDOW` and hands back the trace's events as plain data, a list of dicts in Chrome
+trace-event form. The check parses them with :mod:`grader.runtime.trace` in the grading process and
+judges: synchronizations in the range, kernel launches, copy time hidden behind kernels on
+another stream. On a CUDA GPU (the ``_cuda`` checks) the trace is a real Kineto trace from
+``torch.profiler``; elsewhere it is the simulated GPU's (``simulated_cuda(kernels=True)`` of
+:mod:`grader.runtime.simulate`), which writes the same format, so each check is written once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from grader.checks.common import call_student, cuda_or_not_checked, fail, passed, require
+from grader.runtime import trace as tracing
+from grader.runtime.course import reference
+from grader.runtime.remote import Recorded, attempt_all, student
+from grader.runtime.simulate import RaceError, simulated_cuda
+
+ASSIGNMENT = "10_profiling"
+#: The test cells' checks run in the grading process under autograde (grader.grading.judge).
+JUDGED_IN_GRADER = True
+
+#: The ``record_function`` range the probes wrap the student's call in.
+WINDOW = "grader::student_call"
+#: fused_step may launch at most this many kernels (the reference: 2, addmm and gelu;
+#: the unfused chain launches 10).
+MAX_FUSED_LAUNCHES = 3
+#: ... and on a real GPU, where cuBLAS may launch two kernels for one matmul (a split-K
+#: reduction) and the bias may be a copy kernel before the GEMM.
+MAX_FUSED_LAUNCHES_CUDA = 5
+#: overlapped_pipeline must hide at least this fraction of its copy time behind kernels on
+#: another stream. Reference: about 0.8 on the simulated GPU; a serial loop: 0.
+MIN_OVERLAP = 0.5
+
+
+# --------------------------------------------------------------------------- GPU table
+@dataclass(frozen=True)
+class GpuSpec:
+    """Published dense peaks of a GPU (no sparsity).
+
+    Attributes:
+        name: Model name.
+        tflops: ``"bf16"``, ``"fp16"``, ``"fp32"`` -> dense TFLOP/s (None: not supported).
+        memory_gb_s: Device memory bandwidth, GB/s (10^9 bytes/s).
+        source: The datasheet the numbers come from.
+    """
+
+    name: str
+    tflops: dict
+    memory_gb_s: float
+    source: str
+
+    def ridge(self, dtype: torch.dtype) -> float:
+        """The ridge point, FLOP/byte: peak FLOP/s over memory bytes/s."""
+        return self.tflops[DTYPE_KEYS[dtype]] * 1e12 / (self.memory_gb_s * 1e9)
+
+
+DTYPE_KEYS = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+
+#: The GPUs of the exercises (Tensor Core figures dense: datasheets quote 2:4 sparsity, 2x).
+GPUS = {
+    "H100": GpuSpec("NVIDIA H100 SXM5 80GB", {"bf16": 989.4, "fp16": 989.4, "fp32": 66.9}, 3350.0,
+                    "NVIDIA H100 Tensor Core GPU datasheet (SXM5)"),
+    "A100": GpuSpec("NVIDIA A100 SXM4 80GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 2039.0,
+                    "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM)"),
+    "L4": GpuSpec("NVIDIA L4", {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3}, 300.0,
+                  "NVIDIA L4 Tensor Core GPU datasheet"),
+    "T4": GpuSpec("NVIDIA T4", {"bf16": None, "fp16": 65.0, "fp32": 8.1}, 320.0,
+                  "NVIDIA T4 Tensor Core GPU datasheet (fp16 with fp32 accumulate: 65 TFLOPS)"),
+}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- arithmetic_intensity
+#: (op, shape, dtype) cases. Exact: matmul, add, relu. Softmax and layer norm: FLOP counts are
+#: a convention (3 to 10 per element are all defensible), so a band is accepted.
+INTENSITY_CASES = [
+    ("matmul", (4096, 4096, 4096), torch.bfloat16),
+    ("matmul", (16, 4096, 4096), torch.bfloat16),
+    ("matmul", (1, 8192, 8192), torch.float32),
+    ("matmul", (8192, 1024, 256), torch.float16),
+    ("add", (1024, 1024), torch.float32),
+    ("add", (64, 512, 768), torch.bfloat16),
+    ("relu", (4096, 4096), torch.float16),
+    ("softmax", (4096, 50304), torch.bfloat16),
+    ("layer_norm", (8192, 4096), torch.float32),
+]
+EXACT_OPS = ("matmul", "add", "relu")
+BAND = (0.5, 2.0)
+
+
+def check_arithmetic_intensity(arithmetic_intensity) -> None:
+    """Compare FLOP/byte with the reference on matmuls, elementwise ops, softmax, layer norm.
+
+    Raises:
+        CheckFailed: a value off (exactly for matmul/add/relu, beyond 2x for softmax and
+            layer norm), not a float, or no ``ValueError`` for an unknown op.
+    """
+    fn = student(arithmetic_intensity, "arithmetic_intensity")
+    calls = [((op, shape, dtype), {}) for op, shape, dtype in INTENSITY_CASES]
+    calls.append((("conv3d", (8, 8), torch.float32), {}))
+    records = call_student(fn.probe, attempt_all, calls, name="arithmetic_intensity(...)")
+    mine = Recorded("arithmetic_intensity", calls, records)
+    ref = reference(ASSIGNMENT).arithmetic_intensity
+    for op, shape, dtype in INTENSITY_CASES:
+        got = call_student(mine, op, shape, dtype)
+        want = ref(op, shape, dtype)
+        require(
+            isinstance(got, float) and got > 0,
+            f"arithmetic_intensity({op!r}, {shape}, {dtype}) must be a positive float",
+            yours=got,
+            expected=f"{want:.4g}",
+            cause="return FLOPs / bytes as a Python float",
+        )
+        if op in EXACT_OPS:
+            ok = abs(got - want) <= 1e-6 * want
+        else:
+            ok = BAND[0] * want <= got <= BAND[1] * want
+        if not ok:
+            ratio = got / want
+            if op == "matmul" and abs(ratio - 0.5) < 1e-3:
+                cause = "a matmul does 2*m*k*n FLOPs: one multiply and one add per term"
+            elif abs(ratio - dtype.itemsize) < 1e-3 or abs(ratio * dtype.itemsize - 1) < 1e-3:
+                cause = (
+                    f"bytes are elements times the element size ({dtype.itemsize} bytes for "
+                    f"{dtype}): count bytes, not elements"
+                )
+            elif op == "matmul":
+                cause = (
+                    "bytes moved by a matmul: read A (m*k) and B (k*n), write C (m*n), "
+                    "each once, times the element size"
+                )
+            else:
+                cause = "count every input read and every output written, once each"
+            fail(
+                f"arithmetic_intensity({op!r}, {shape}, {dtype})",
+                yours=f"{got:.4g} FLOP/byte",
+                expected=f"{want:.4g} FLOP/byte" + ("" if op in EXACT_OPS else " (within 2x)"),
+                cause=cause,
+            )
+    try:
+        call_student(mine, "conv3d", (8, 8), torch.float32)
+    except Exception as exc:  # noqa: BLE001 - the student's exception, rebuilt
+        if not isinstance(exc.__cause__ or exc, ValueError):
+            fail(
+                "arithmetic_intensity('conv3d', ...) must raise ValueError",
+                yours=str(exc).splitlines()[0],
+                expected="ValueError naming the ops it knows",
+                cause="raise ValueError for an op the function does not know",
+            )
+    else:
+        fail(
+            "arithmetic_intensity('conv3d', ...) must raise ValueError",
+            yours="returned a value",
+            expected="ValueError",
+            cause="an unknown op has no FLOP count: raise ValueError",
+        )
+    passed("arithmetic_intensity matches the reference on 9 ops and rejects an unknown one")
+
+
+# --------------------------------------------------------------------------- predict_bound
+#: (op, shape, dtype, gpu) cases, none within 15% of its GPU's ridge point.
+BOUND_CASES = [
+    ("matmul", (4096, 4096, 4096), torch.bfloat16, "H100"),
+    ("matmul", (16, 4096, 4096), torch.bfloat16, "H100"),
+    ("matmul", (512, 512, 512), torch.bfloat16, "H100"),
+    ("matmul", (256, 4096, 4096), torch.bfloat16, "A100"),
+    ("matmul", (256, 4096, 4096), torch.bfloat16, "H100"),
+    ("matmul", (1024, 1024, 1024), torch.float32, "T4"),
+    ("matmul", (4096, 4096, 4096), torch.float16, "L4"),
+    ("matmul", (64, 64, 64), torch.float32, "L4"),
+    ("add", (1024, 1024), torch.float32, "H100"),
+    ("softmax", (4096, 50304), torch.bfloat16, "A100"),
+    ("layer_norm", (8192, 4096), torch.float16, "T4"),
+]
+
+
+def check_predict_bound(predict_bound) -> None:
+    """Compare "memory"/"compute" with the reference on 11 ops and GPUs.
+
+    Raises:
+        CheckFailed: a wrong verdict or a value other than "memory"/"compute".
+    """
+    fn = student(predict_bound, "predict_bound")
+    calls = [((op, shape, dtype, gpu), {}) for op, shape, dtype, gpu in BOUND_CASES]
+    records = call_student(fn.probe, attempt_all, calls, name="predict_bound(...)")
+    mine = Recorded("predict_bound", calls, records)
+    ref = reference(ASSIGNMENT)
+    for op, shape, dtype, gpu in BOUND_CASES:
+        got = call_student(mine, op, shape, dtype, gpu)
+        want = ref.predict_bound(op, shape, dtype, gpu)
+        intensity = ref.arithmetic_intensity(op, shape, dtype)
+        ridge = GPUS[gpu].ridge(dtype)
+        require(
+            got == want,
+            f"predict_bound({op!r}, {shape}, {dtype}, {gpu!r})",
+            yours=got,
+            expected=f"{want!r}: {intensity:.0f} FLOP/byte against the {gpu}'s ridge point of "
+            f"{ridge:.0f} FLOP/byte for {DTYPE_KEYS[dtype]}",
+            cause="compare the intensity with the ridge point peak FLOP/s / memory bytes/s of "
+            "that GPU for that dtype (TFLOP/s * 1e12 over GB/s * 1e9): below it the op waits "
+            "for memory, above it for the math units",
+        )
+    passed("predict_bound places all 11 ops on the right side of their GPU's ridge point")
+
+
+# --------------------------------------------------------------------------- traced runs
+def _events_of_profile(prof) -> list[dict]:
+    """The Chrome trace events of a finished ``torch.profiler.profile``."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            doc = json.load(f)
+    return [e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
+
+
+def profile_cuda(fn) -> tuple[object, list[dict]]:
+    """Run ``fn()`` on the real GPU under ``torch.profiler`` (CPU and CUDA activities), inside
+    the :data:`WINDOW` range; return its result and the Kineto trace events."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function(WINDOW):
+            out = fn()
+        torch.cuda.synchronize()
+    return out, _events_of_profile(prof)
+
+
+def _sim_events(sim) -> list[dict]:
+    return sim.chrome_trace()
+
+
+def _on_sim_device(sim, value) -> bool:
+    return isinstance(value, torch.Tensor) and value in sim.on_device
+
+
+def _judged_trace(events: list[dict], what: str) -> tracing.Trace:
+    try:
+        return tracing.parse(events).within(WINDOW)
+    except ValueError as err:
+        fail(
+            f"the trace of {what} could not be read",
+            yours=str(err),
+            expected=f"a trace with the {WINDOW!r} range the course put around your call",
+            cause="do not stop or replace torch.profiler inside your function",
+        )
+        raise  # unreachable: fail raises
+
+
+# --------------------------------------------------------------------------- train_without_syncs
+def make_training(seed: int = 0, steps: int = 4):
+    """The training problem of the exercise: a small MLP, SGD and batches whose labels use
+    -1 for padding (at least one real label per batch)."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 5))
+    batches = []
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=g)
+        y = torch.randint(0, 5, (16,), generator=g)
+        y[torch.rand(16, generator=g) < 0.3] = -1
+        y[0] = 1
+        batches.append((x, y))
+    return model, batches
+
+
+def _traced(events: list[dict], out, key: str = "out", on_device: bool | None = None) -> dict:
+    """What a trace probe hands back: the trace ``events``, the student's result under ``key``
+    (a copy of the tensor, or ``None`` for anything else), its type's name and, when given,
+    whether the result stayed on the device."""
+    record = {
+        "events": events,
+        key: out.detach().clone() if isinstance(out, torch.Tensor) else None,
+        "type": type(out).__name__,
+    }
+    if on_device is not None:
+        record["on_device"] = on_device
+    return record
+
+
+def _on_cuda(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cuda"
+
+
+def _probe_train_simulated(train_without_syncs) -> dict:
+    """Probe: the student's loop on the simulated GPU (kernel model), inside the range."""
+    model, batches = make_training()
+    with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:
+        model.to("cuda")
+        batches = [(x.to("cuda"), y.to("cuda")) for x, y in batches]
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        with torch.profiler.record_function(WINDOW):
+            out = train_without_syncs(model, batches, optimizer)
+        on_device = _on_sim_device(sim, out)
+        events = _sim_events(sim)
+    return _traced(events, out, "losses", on_device)
+
+
+def _require_losses(seen: dict, expected: torch.Tensor) -> None:
+    require(
+        seen["losses"] is not None,
+        "train_without_syncs must return a tensor of the losses",
+        yours=seen["type"],
+        expected="a 1-D tensor with one loss per step, on the model's device",
+        cause="stack the detached losses: torch.stack(losses)",
+    )
+    got = seen["losses"].detach().float().cpu().flatten()
+    require(
+        got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-5),
+        "the losses of the training steps",
+        yours=[round(v, 5) for v in got.tolist()[:6]],
+        expected=[round(v, 5) for v in expected.tolist()],
+        cause="same steps as train_with_syncs: the mean cross-entropy over the labels that are "
+        "not -1 (ignore_index=-1), zero_grad, backward, step, for every batch",
+    )
+
+
+def _require_on_device(device_ok: bool) -> None:
+    require(
+        device_ok,
+        "the losses must stay on the model's device",
+        yours="a tensor on the host",
+        expected="a tensor on the device (a copy to the host is a synchronization)",
+        cause="return torch.stack(losses) without .cpu() or .tolist()",
+    )
+
+
+def _require_no_syncs(trace: tracing.Trace, where: str) -> None:
+    syncs = trace.syncs
+    if syncs:
+        names = ", ".join(sorted({e.name for e in syncs}))
+        copies = [c.name for c in trace.copies if "DtoH" in c.name]
+        fail(
+            f"train_without_syncs made the host wait for the device {len(syncs)} time(s) ({where})",
+            yours=f"{len(syncs)} x {names}" + (f" after {copies[:3]}" if copies else ""),
+            expected="0 synchronizations: the loop queues work and never waits for it",
+            cause="a host read of a device value synchronizes: .item(), float(t), print(t), "
+            "if t:, boolean-mask indexing x[mask] (its size depends on the data), .cpu(), "
+            ".tolist(), torch.tensor(list of tensors). Keep the losses as tensors "
+            "(loss.detach()), and replace the mask by ignore_index=-1 in F.cross_entropy",
+        )
+
+
+def reference_losses(device: str = "cpu") -> torch.Tensor:
+    """The reference train_without_syncs's losses on the exercise's problem."""
+    model, batches = make_training()
+    model.to(device)
+    batches = [(x.to(device), y.to(device)) for x, y in batches]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = reference(ASSIGNMENT).train_without_syncs(model, batches, optimizer)
+    return out.detach().float().cpu().flatten()
+
+
+def check_train_without_syncs(train_without_syncs) -> None:
+    """Check the losses against the reference, then that the trace of the loop on the
+    simulated GPU has no synchronization.
+
+    Raises:
+        CheckFailed: different losses, a result on the host, or a synchronization.
+    """
+    fn = student(train_without_syncs, "train_without_syncs")
+    seen = call_student(
+        fn.probe, _probe_train_simulated,
+        name="train_without_syncs(model, batches, optimizer) on the simulated GPU",
+    )  # fmt: skip
+    trace = _judged_trace(seen["events"], "train_without_syncs")
+    _require_losses(seen, reference_losses())
+    _require_no_syncs(trace, "simulated GPU trace")
+    _require_on_device(seen["on_device"])
+    passed(
+        f"train_without_syncs: same losses, {trace.launch_count} kernel launches and 0 "
+        "synchronizations in the trace (simulated GPU)"
+    )
+
+
+def _probe_train_cuda(train_without_syncs) -> dict:
+    """Probe: the student's loop on the real GPU under torch.profiler (after a warm-up run on
+    a copy of the model, so cuBLAS and the allocator are initialised outside the trace)."""
+    model, batches = make_training()
+    model.cuda()
+    batches = [(x.cuda(), y.cuda()) for x, y in batches]
+    warm = copy.deepcopy(model)
+    train_without_syncs(warm, batches, torch.optim.SGD(warm.parameters(), lr=0.1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    out, events = profile_cuda(lambda: train_without_syncs(model, batches, optimizer))
+    return _traced(events, out, "losses", _on_cuda(out))
+
+
+def check_train_without_syncs_cuda(train_without_syncs) -> None:
+    """On a real GPU: the Kineto trace of the loop has no synchronizing runtime call."""
+    if not cuda_or_not_checked("train_without_syncs from a real Kineto trace"):
+        return
+    fn = student(train_without_syncs, "train_without_syncs")
+    seen = call_student(fn.probe, _probe_train_cuda, name="train_without_syncs on this GPU")
+    trace = _judged_trace(seen["events"], "train_without_syncs")
+    _require_losses(seen, reference_losses("cuda"))
+    _require_no_syncs(trace, "Kineto trace on this GPU")
+    _require_on_device(seen["on_device"])
+    passed(f"train_without_syncs: 0 synchronizations in the Kineto trace ({trace.summary()})")
+
+
+# --------------------------------------------------------------------------- fused_step
+def unfused_step(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The exercise's launch-bound step: a linear layer and a tanh-approximated GELU written
+    out op by op (10 kernels)."""
+    h = x @ w + b
+    return 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
+
+
+def fused_inputs(seed: int = 0, m: int = 64, k: int = 256, n: int = 256):
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(m, k, generator=g),
+        torch.randn(k, n, generator=g) / k**0.5,
+        torch.randn(n, generator=g),
+    )
+
+
+def _probe_fused_simulated(fused_step) -> dict:
+    """Probe: one call of the student's step on the simulated GPU, inside the range."""
+    with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:
+        x, w, b = (t.to("cuda") for t in fused_inputs())
+        with torch.profiler.record_function(WINDOW):
+            out = fused_step(x, w, b)
+        events = _sim_events(sim)
+    return _traced(events, out)
+
+
+def _judge_fused(
+    seen: dict, expected: torch.Tensor, where: str, limit: int = MAX_FUSED_LAUNCHES
+) -> tracing.Trace:
+    require(
+        seen["out"] is not None,
+        "fused_step must return a tensor",
+        yours=seen["type"],
+        expected=f"a tensor of shape {tuple(expected.shape)}",
+        cause="return the activations",
+    )
+    got = seen["out"].detach().float().cpu()
+    require(
+        got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-4),
+        "fused_step must compute what unfused_step computes",
+        yours=f"max difference {(got - expected).abs().max().item():.3g}"
+        if got.shape == expected.shape
+        else tuple(got.shape),
+        expected="within 1e-4",
+        cause="the GELU here is the tanh approximation: F.gelu(h, approximate='tanh'), "
+        "not the default erf form",
+    )
+    trace = _judged_trace(seen["events"], "fused_step")
+    launches = trace.launch_count
+    if launches > limit:
+        names = [k.name for k in trace.kernels][:12]
+        fail(
+            f"fused_step launched {launches} kernels ({where})",
+            yours=f"{launches} launches: {names}",
+            expected=f"at most {limit} (the unfused chain: 10)",
+            cause="each PyTorch operator is a kernel: use fused operators, torch.addmm(b, x, w) "
+            "for the matmul and bias, F.gelu(h, approximate='tanh') for the activation. "
+            "(torch.compile and CUDA graphs also cut launches on a GPU, but on the simulated "
+            "GPU compiled code runs operator by operator, so use fused operators here.)",
+        )
+    return trace
+
+
+def check_fused_step(fused_step) -> None:
+    """Check the values, then the number of kernel launches in the trace (simulated GPU).
+
+    Raises:
+        CheckFailed: different values or more than :data:`MAX_FUSED_LAUNCHES` launches.
+    """
+    fn = student(fused_step, "fused_step")
+    seen = call_student(
+        fn.probe, _probe_fused_simulated, name="fused_step(x, w, b) (simulated GPU)"
+    )
+    expected = reference(ASSIGNMENT).fused_step(*fused_inputs()).float()
+    trace = _judge_fused(seen, expected, "simulated GPU trace")
+    passed(f"fused_step: {trace.launch_count} kernel launches instead of 10 (simulated GPU)")
+
+
+def _probe_fused_cuda(fused_step) -> dict:
+    """Probe: the student's step on the real GPU, 3 warm-up calls (compilation, CUDA graph
+    capture), then one call under torch.profiler."""
+    x, w, b = (t.cuda() for t in fused_inputs())
+    for _ in range(3):
+        fused_step(x, w, b)
+    out, events = profile_cuda(lambda: fused_step(x, w, b))
+    return _traced(events, out)
+
+
+def check_fused_step_cuda(fused_step) -> None:
+    """On a real GPU: values, and at most :data:`MAX_FUSED_LAUNCHES_CUDA` launches (kernels or
+    CUDA graph replays) in the Kineto trace; torch.compile and CUDA graphs pass here."""
+    if not cuda_or_not_checked("fused_step's kernel launches in a real Kineto trace"):
+        return
+    fn = student(fused_step, "fused_step")
+    seen = call_student(fn.probe, _probe_fused_cuda, name="fused_step on this GPU")
+    x, w, b = (t.cuda() for t in fused_inputs())
+    expected = reference(ASSIGNMENT).fused_step(x, w, b).float().cpu()
+    trace = _judge_fused(seen, expected, "Kineto trace on this GPU", MAX_FUSED_LAUNCHES_CUDA)
+    passed(f"fused_step: {trace.launch_count} launches on this GPU ({trace.summary()})")
+
+
+# --------------------------------------------------------------------------- overlapped_pipeline
+def make_pipeline(seed: int = 0, n: int = 8, rows: int = 256, width: int = 512):
+    """The exercise's model (an MLP) and CPU batches."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Linear(2 * width, width))
+    g = torch.Generator().manual_seed(seed + 1)
+    return model, [torch.randn(rows, width, generator=g) for _ in range(n)]
+
+
+#: Simulated host-to-device bandwidth for the pipeline, GB/s: a 512 KB batch copies in about
+#: the time the MLP takes on it, as in a balanced input pipeline.
+PIPELINE_H2D_GBPS = 32.0
+
+
+def _probe_pipeline_simulated(overlapped_pipeline) -> dict:
+    """Probe: the student's pipeline on the simulated GPU (CPU batches in pageable memory)."""
+    model, batches = make_pipeline()
+    with simulated_cuda(
+        kernels=True, virtual_time=True, allow_real_gpu=True, h2d_gbps=PIPELINE_H2D_GBPS
+    ) as sim:
+        model.to("cuda")
+        try:
+            with torch.no_grad(), torch.profiler.record_function(WINDOW):
+                out = overlapped_pipeline(model, batches, torch.device("cuda:0"))
+        except RaceError as err:
+            return {"race": str(err)}
+        sim.synchronize()
+        events = _sim_events(sim)
+        on_device = _on_sim_device(sim, out)
+    return {"race": None, **_traced(events, out, on_device=on_device)}
+
+
+def _expected_pipeline(device: str = "cpu") -> torch.Tensor:
+    model, batches = make_pipeline()
+    model.to(device)
+    with torch.no_grad():
+        return torch.stack([model(x.to(device)) for x in batches]).float().cpu()
+
+
+def _judge_pipeline(seen: dict, expected: torch.Tensor, where: str) -> tracing.Trace:
+    if seen.get("race"):
+        fail(
+            "a kernel read a batch before its copy to the GPU had finished (simulated GPU)",
+            yours=seen["race"],
+            expected="the compute stream waits for each batch's copy before using it",
+            cause="call torch.cuda.current_stream().wait_stream(copy_stream) (or wait on an "
+            "event recorded after the copy) before running the model on the batch",
+        )
+    require(
+        seen["out"] is not None,
+        "overlapped_pipeline must return a tensor",
+        yours=seen["type"],
+        expected=f"the stacked outputs, shape {tuple(expected.shape)}",
+        cause="return torch.stack(outputs)",
+    )
+    got = seen["out"].detach().float().cpu()
+    require(
+        got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-4),
+        "overlapped_pipeline must return model(batch) for every batch, in order, stacked",
+        yours=f"shape {tuple(got.shape)}"
+        + (f", max difference {(got - expected).abs().max().item():.3g}" if got.shape == expected.shape else ""),
+        expected=f"shape {tuple(expected.shape)}, the same values",
+        cause="a batch used before its copy finished holds stale data: make the compute "
+        "stream wait for the copy (wait_stream or an event) before using each batch",
+    )  # fmt: skip
+    require(
+        seen["on_device"],
+        "the outputs must stay on the device",
+        yours="a tensor on the host",
+        expected="a tensor on the device",
+        cause="do not copy the result back to the host",
+    )
+    trace = _judged_trace(seen["events"], "overlapped_pipeline")
+    fraction = trace.overlap_fraction()
+    if fraction < MIN_OVERLAP:
+        copies = trace.host_to_device_copies
+        kernel_streams = {k.stream for k in trace.kernels}
+        copy_streams = {c.stream for c in copies}
+        if any("pageable" in c.name.lower() for c in copies):
+            cause = "copies from pageable memory cannot overlap: pin each batch (x.pin_memory())"
+        elif copy_streams & kernel_streams:
+            cause = "the copies run on the compute stream, behind the kernels: issue them inside `with torch.cuda.stream(copy_stream):`"
+        else:
+            cause = "issue the copy of batch i+1 before computing on batch i, and wait for each batch's copy alone (not for all copies at once)"
+        fail(
+            f"the copies to the GPU must overlap the compute ({where})",
+            yours=f"{fraction:.0%} of the copy time hidden behind kernels on another stream",
+            expected=f"at least {MIN_OVERLAP:.0%} (the reference: about 80%)",
+            cause=cause,
+        )
+    return trace
+
+
+def check_overlapped_pipeline(overlapped_pipeline) -> None:
+    """Check the outputs, then the fraction of copy time hidden behind compute in the trace
+    (simulated GPU).
+
+    Raises:
+        CheckFailed: wrong outputs (or a batch read before its copy landed), outputs on the
+            host, or less than :data:`MIN_OVERLAP` of the copy time overlapped.
+    """
+    fn = student(overlapped_pipeline, "overlapped_pipeline")
+    seen = call_student(
+        fn.probe, _probe_pipeline_simulated,
+        name="overlapped_pipeline(model, batches, 'cuda:0') (simulated GPU)",
+    )  # fmt: skip
+    trace = _judge_pipeline(seen, _expected_pipeline(), "simulated GPU trace")
+    passed(
+        f"overlapped_pipeline hides {trace.overlap_fraction():.0%} of its copy time behind "
+        "compute (simulated GPU trace)"
+    )
+
+
+#: The real-GPU pipeline: 8 pinned batches of 1024 x 4096 fp32 (16 MB) through a
+#: 4096-wide MLP, so the compute per batch is several times the copy.
+CUDA_PIPELINE = {"n": 8, "rows": 1024, "width": 4096}
+
+
+def _probe_pipeline_cuda(overlapped_pipeline) -> dict:
+    """Probe: the student's pipeline on the real GPU under torch.profiler (pinned batches)."""
+    model, batches = make_pipeline(**CUDA_PIPELINE)
+    model.cuda()
+    batches = [x.pin_memory() for x in batches]
+    device = torch.device("cuda:0")
+    with torch.no_grad():
+        overlapped_pipeline(model, batches[:2], device)  # warm-up
+        out, events = profile_cuda(lambda: overlapped_pipeline(model, batches, device))
+    return _traced(events, out, on_device=_on_cuda(out))
+
+
+def check_overlapped_pipeline_cuda(overlapped_pipeline) -> None:
+    """On a real GPU: outputs, and the overlap fraction read from the Kineto trace."""
+    if not cuda_or_not_checked("overlapped_pipeline's copy/compute overlap in a Kineto trace"):
+        return
+    fn = student(overlapped_pipeline, "overlapped_pipeline")
+    seen = call_student(fn.probe, _probe_pipeline_cuda, name="overlapped_pipeline on this GPU")
+    trace = _judge_pipeline(seen, _expected_pipeline_cuda(), "Kineto trace on this GPU")
+    passed(f"overlapped_pipeline hides {trace.overlap_fraction():.0%} of its copy time on this GPU")
+
+
+def _expected_pipeline_cuda() -> torch.Tensor:
+    model, batches = make_pipeline(**CUDA_PIPELINE)
+    model.cuda()
+    with torch.no_grad():
+        return torch.stack([model(x.cuda()) for x in batches]).float().cpu()
+
+
+# --------------------------------------------------------------------------- plots
+def plot_roofline(ax, points: dict, dtype_key: str = "bf16", gpus=None) -> None:
+    """Draw the rooflines of ``gpus`` (default: all of :data:`GPUS`) on a log-log axis, with
+    ``points`` (name -> FLOP/byte) marked on the lowest roofline (the slowest memory and the
+    lowest peak of those GPUs).
+
+    Args:
+        ax: A matplotlib ``Axes``.
+        points: Op name -> arithmetic intensity, FLOP/byte.
+        dtype_key: Which peak to use ("bf16", "fp16", "fp32"); a GPU without it uses fp16.
+        gpus: Keys of :data:`GPUS` to draw.
+    """
+    import numpy as np
+
+    intensities = np.logspace(-2, 4, 200)
+    for key in gpus or GPUS:
+        spec = GPUS[key]
+        tflops = spec.tflops.get(dtype_key) or spec.tflops["fp16"]
+        roof = np.minimum(tflops, intensities * spec.memory_gb_s / 1e3)
+        (line,) = ax.loglog(
+            intensities, roof, label=f"{key}: ridge {tflops * 1e3 / spec.memory_gb_s:.0f}"
+        )
+        ax.axvline(tflops * 1e3 / spec.memory_gb_s, color=line.get_color(), linestyle=":", lw=0.8)
+    lowest = min(GPUS[k].tflops.get(dtype_key) or GPUS[k].tflops["fp16"] for k in gpus or GPUS)
+    slowest = min(GPUS[k].memory_gb_s for k in gpus or GPUS) / 1e3
+    for i, (name, intensity) in enumerate(sorted(points.items(), key=lambda item: item[1])):
+        y = min(lowest, intensity * slowest)
+        ax.plot([intensity], [y], "o", color="black", ms=4)
+        ax.annotate(name, (intensity, y), textcoords="offset points", fontsize=7,
+                    xytext=(4, -11 if i % 2 == 0 else 5))  # fmt: skip
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel(f"attainable TFLOP/s ({dtype_key}, dense)")
+    ax.legend(fontsize=7, loc="upper left")

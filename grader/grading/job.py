@@ -1,0 +1,339 @@
+"""Grade one submission: the work of one grading process.
+
+:func:`grader.grading.grading.run_job_process` starts one such process per (student, assignment),
+forked by Python's fork server (:mod:`multiprocessing`) after it has imported torch and nbgrader
+once (:func:`run_forked`; ``python -m grader.grading.job JOB.json`` does the same by hand). It
+
+1. takes the submission in (:mod:`grader.grading.intake`: only the notebook, rebuilt and matched to the
+   release) and reads the student's own code for ways to reach the grading machinery
+   (:mod:`grader.grading.scan`);
+2. sets up a private nbgrader course in the job folder, where the student is called
+   ``student`` whatever their folder is named (names with odd characters, or 250 bytes long,
+   never reach nbgrader's paths or globs; the class run puts the real name back):
+
+   ``gradebook.db``      a private gradebook holding only this assignment (and its hidden
+                         tests); the main gradebook is never opened by a job
+   ``submitted/student/<assignment>/``   the taken-in notebook
+   ``autograded/student/<assignment>/``  nbgrader's output; the kernel works here
+   ``sandbox/``          the kernel's home and caches (made anew at every kernel start)
+   ``start/``            the empty folder the kernel starts in
+   ``audit.fifo``        the pipe the guard writes to; ``audit.jsonl`` keeps what came through
+
+3. runs nbgrader's own ``autograde`` with :class:`grader.grading.execute.CourseExecute`, the kernel in
+   the sandbox of :mod:`grader.grading.sandbox` under the policy of :mod:`grader.grading.isolation`, connected
+   over Unix sockets, test cells judged in this process (:mod:`grader.grading.judge`);
+4. writes a JSON :class:`grader.grading.report.Result`: scores per cell, notes, reasons for review.
+
+The process ends, with the kernels it started, when the command that started it dies.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import nbformat
+import psutil
+from nbgrader.api import Gradebook
+from nbgrader.coursedir import CourseDirectory
+
+from grader.checks.common import GRADING_ENV
+from grader.grading import guard, intake, sandbox, scan
+from grader.grading.config import course_config, scripts_on_path
+from grader.grading.execute import kill_processes
+from grader.grading.isolation import IsolationPolicy
+from grader.grading.options import GradingOptions
+from grader.grading.report import Result, not_checked_cells
+from grader.runtime import course
+
+#: Environment variable holding the pid of the command that started a grading process.
+PARENT_ENV = "GRADER_COMMAND_PID"
+#: Environment variable naming the command's private temporary folder (the fork server's socket
+#: is there): the job makes its kernel's socket folder inside it, and kernels never see it.
+PRIVATE_TMP_ENV = "GRADER_PRIVATE_TMP"
+#: The student id inside a job's private course (the real one is put back by the class run).
+ALIAS = "student"
+#: Error names a CourseExecute writes into a cell (see grader.grading.execute).
+_COURSE_ERRORS = {"KernelDied", "NotRun"}
+
+
+def kill_tree(pid: int, *, include_root: bool = True, wait_s: float = 10) -> None:
+    """Kill every process ``pid`` started (kernels, sandboxes), and ``pid`` itself unless
+    ``include_root`` is false; children first; then wait up to ``wait_s`` s for them to end."""
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True)[::-1]
+    except psutil.Error:
+        return
+    kill_processes([*procs, root] if include_root else procs, wait_s=wait_s)
+
+
+def is_alive(proc: psutil.Process | None) -> bool:
+    """Whether ``proc`` (pid and start time, so not a reused pid) still runs; a zombie (ended,
+    not yet reaped by its parent) does not."""
+    try:
+        return proc is not None and proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _end_with_parent(poll_s: float = 1.0) -> None:
+    """Stop this grading process, and the kernels it started, when the command that started it
+    dies (killed, or its machine's session ended).
+
+    The job runs in its own session so that an interrupt aimed at the command's terminal does
+    not reach the kernels half-way through a cell; without this watch a killed command would
+    leave its jobs grading on, and a resumed run would grade the same submission in the same
+    staging folder beside them.
+    """
+    # The command passes its pid (this process may be forked by a fork server, not by the
+    # command): watch that process itself, by pid and start time, so a reused pid does not
+    # keep a job alive.
+    try:
+        parent = psutil.Process(int(os.environ.get(PARENT_ENV) or os.getppid()))
+    except (psutil.Error, ValueError):
+        parent = None
+
+    def watch() -> None:
+        while is_alive(parent):  # a killed command nobody has reaped yet is dead all the same
+            time.sleep(poll_s)
+        # no wait between the kill and the exit: while this thread waited, the grading would
+        # notice its dead kernel, start a new one and could finish the submission
+        kill_tree(os.getpid(), include_root=False, wait_s=0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
+class AuditReader:
+    """Reads the guard's records from the pipe into the audit log, across kernel restarts."""
+
+    def __init__(self, fifo: Path, log: Path) -> None:
+        self.fifo, self.log = Path(fifo), Path(log)
+        if self.fifo.exists():
+            self.fifo.unlink()
+        os.mkfifo(self.fifo, 0o622)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audit-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self.log.open("a") as out:
+            while not self._stop.is_set():
+                try:
+                    with open(self.fifo, errors="replace") as pipe:  # blocks until a writer
+                        for line in pipe:
+                            out.write(line[:2000] if line.endswith("\n") else line[:2000] + "\n")
+                            out.flush()
+                except OSError:
+                    time.sleep(0.1)
+
+    def close(self) -> None:
+        """Stop reading (unblocks a reader waiting for a writer)."""
+        self._stop.set()
+        try:
+            fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+
+
+def _job_config(job: dict, aid: str, options: GradingOptions, policy, guard_file, sandbox_file):
+    job_dir = Path(job["job_dir"])
+    c = course_config(work=job_dir, submitted=job_dir / "submitted")
+    c.CourseDirectory.root = str(job_dir)
+    c.CourseDirectory.source_directory = "source"
+    c.CourseDirectory.release_directory = "release"
+    c.Execute.timeout = options.cell_timeout
+    c.CourseExecute.notebook_timeout = options.notebook_timeout
+    c.CourseExecute.memory_bytes = 0 if not options.has_gpu else int(options.memory_gb * 1e9)
+    c.CourseExecute.output_bytes = options.output_kib * 1024
+    c.CourseExecute.extra_arguments = [
+        "--HistoryManager.hist_file=:memory:",
+        f"--IPKernelApp.exec_lines=import grader.grading.guard; grader.grading.guard.install({str(guard_file)!r})",
+    ]
+    if options.cells in ("cuda", "no-cuda"):
+        c.CourseExecute.judge_only = options.cells
+    if policy.gpu_lock is not None:  # one lock per machine: jobs of a node take the GPU in turn
+        c.CourseExecute.gpu_lock = str(policy.gpu_lock)
+    if not options.rerun_demos:
+        c.CourseExecute.skip_sources = course.demo_sources(course.read(course.source_path(aid)))
+    c.SandboxKernelManager.sandbox_settings = str(sandbox_file)
+    # Unix sockets: the kernel has no network of its own, and no other process can connect.
+    c.SandboxKernelManager.transport = "ipc"
+    c.SandboxKernelManager.ip = str(policy.sockets / "k")
+    return c
+
+
+def run_job(job_file: str | Path) -> dict:
+    """Grade one submission as described by a job file; write and return the result dict."""
+    _end_with_parent()
+    job = json.loads(Path(job_file).read_text())
+    options = GradingOptions(**job["options"])
+    student, aid = job["student"], job["assignment"]
+    result = Result(student, aid, "graded", digest=job["digest"])
+    result.isolation = sandbox.isolation_label(options.isolate)
+    start = time.monotonic()
+    try:
+        _grade_job(job, options, result)
+    except Exception as exc:  # noqa: BLE001 - any failure is this submission's result
+        result.status = "failed"
+        result.notes.append(f"grading failed: {type(exc).__name__}: {exc}"[:500])
+    result.seconds = round(time.monotonic() - start, 1)
+    payload = asdict(result)
+    Path(job["result"]).write_text(json.dumps(payload, indent=1))
+    return payload
+
+
+def run_forked(job_file: str, env: dict[str, str], log: str) -> None:
+    """Entry point of a grading process forked by :func:`grader.grading.grading.run_job_process`: become
+    a session of its own, send stdout and stderr (the kernels' too) to ``log``, take the
+    command's environment ``env`` whole, and grade the job."""
+    os.setsid()
+    # multiprocessing made the fork server this process's default start method: put back the
+    # platform's default, as in a fresh Python, or every DataLoader worker a check starts here
+    # (08's reference timings) would go through a fork server of its own and start slowly
+    multiprocessing.set_start_method(None, force=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        run_job(job_file)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
+    aid = result.assignment
+    job_dir, work = Path(job["job_dir"]), Path(job["work"])
+    taken = intake.take_in(Path(job["submission"]), aid)
+    result.notes += taken.notes
+    result.review += taken.review
+    if taken.notebook is None:
+        result.status = "missing"
+        return
+    result.review += [f"code: {f}" for f in scan.scan_notebook(taken.notebook, aid)]
+
+    sub_dir = job_dir / "submitted" / ALIAS / aid
+    sub_dir.mkdir(parents=True, exist_ok=True)
+    nbformat.write(taken.notebook, str(sub_dir / f"{aid}.ipynb"))
+    (job_dir / "source" / aid).mkdir(parents=True, exist_ok=True)
+    shutil.copy(job["template_db"], job_dir / "gradebook.db")
+    autograded = job_dir / "autograded" / ALIAS / aid
+    private = os.environ.get(PRIVATE_TMP_ENV) or None
+    if private and not Path(private).is_dir():
+        private = None
+    # short: a socket path has 107 bytes at most
+    sockets = Path(tempfile.mkdtemp(prefix="gk-", dir=private))
+    policy = IsolationPolicy(
+        work=work,
+        submitted_root=Path(job["submitted_root"]),
+        job_dir=job_dir,
+        notebook_dir=autograded,
+        box=job_dir / "sandbox",
+        sockets=sockets,
+        options=options,
+        seed_home=Path(job["seed_home"]) if job.get("seed_home") else None,
+        private_tmp=Path(private) if private else None,
+        gpu_lock=Path(job.get("gpu_lock") or Path(work) / "gpu.lock") if options.has_gpu else None,
+    )
+    autograded.mkdir(parents=True, exist_ok=True)  # bound into the sandbox before nbgrader writes
+    guard_file, sandbox_file = policy.write()
+    settings = json.loads(guard_file.read_text())
+    settings["assignment"] = aid
+    guard_file.write_text(json.dumps(settings, indent=1))
+    audit = AuditReader(policy.audit_fifo, policy.audit_log)
+
+    from nbgrader.apps import NbGraderAPI
+
+    scripts_on_path()
+    config = _job_config(job, aid, options, policy, guard_file, sandbox_file)
+    os.environ[GRADING_ENV] = "1"
+    try:
+        api = NbGraderAPI(CourseDirectory(config=config), config=config)
+        outcome = api.autograde(aid, ALIAS, force=True, create=True)
+    finally:
+        audit.close()
+        shutil.rmtree(sockets, ignore_errors=True)
+    if not outcome.get("success"):
+        lines = (outcome.get("error") or outcome.get("log") or "").strip().splitlines()
+        raise RuntimeError("nbgrader autograde failed: " + " | ".join(lines[-4:]))
+    _read_scores(job_dir / "gradebook.db", aid, ALIAS, result)
+    graded_nb = autograded / f"{aid}.ipynb"
+    if graded_nb.is_file():
+        _read_outputs(course.read(graded_nb), result)
+    records = guard.read_log(policy.audit_log)
+    if not any(r.get("kind") == "installed" for r in records):
+        result.review.append("guard: not confirmed (no start-up record in the audit log)")
+    result.review += [
+        f"run: {r.get('kind')}: {r.get('detail')} ({r.get('where')})".replace(" ()", "")
+        for r in records
+        if r.get("kind") != "installed"
+    ]
+
+
+def _read_scores(db: Path, aid: str, student: str, result: Result) -> None:
+    with Gradebook(f"sqlite:///{db}") as gb:
+        sub = gb.find_submission(aid, student)
+        for nb in sub.notebooks:
+            for grade in nb.grades:
+                score = float(grade.score or 0)
+                result.cells[grade.name] = score
+                if grade.max_score and score < grade.max_score:
+                    result.failed_cells.append(grade.name)
+        result.score, result.max_score = float(sub.score), float(sub.max_score)
+    result.failed_cells.sort()
+
+
+def _read_outputs(nb, result: Result) -> None:
+    result.not_checked = not_checked_cells(nb)
+    result.deferred = [
+        course.nbgrader_meta(c)["grade_id"]
+        for c in nb.cells
+        if course.nbgrader_meta(c).get("grade")
+        and any(o.get("ename") == "Deferred" for o in c.get("outputs", []))
+    ]
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        label = course.nbgrader_meta(cell).get("grade_id") or cell.get("id")
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error" and out.get("ename") in _COURSE_ERRORS:
+                result.notes.append(f"{label}: {out.get('evalue')}")
+            elif out.get("output_type") == "error" and out.get("ename") == "CellTimeoutError":
+                result.notes.append(f"{label}: timed out and was interrupted")
+            elif out.get("output_type") == "error" and (
+                out.get("ename") == "MemoryError" or "raised MemoryError" in out.get("evalue", "")
+            ):
+                result.notes.append(f"{label}: ran out of memory (MemoryError)")
+            elif out.get("output_type") == "error" and course.nbgrader_meta(cell).get("solution"):
+                result.notes.append(f"{label}: {out.get('ename')} when the cell ran")
+            elif out.get("output_type") == "stream" and "[output truncated by" in out.get(
+                "text", ""
+            ):
+                result.notes.append(f"{label}: output truncated")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m grader.grading.job JOB.json", file=sys.stderr)
+        sys.exit(2)
+    run_job(sys.argv[1])
+    # The result is written and every kernel is shut down: skip the interpreter's teardown of
+    # torch, nbgrader and the rest (about 1 s of CPU per submission on a slow core).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,182 @@
+"""The release step on top of nbgrader's API: generate the student copies from ``solutions/``.
+
+:func:`release` regenerates (or, with ``check``, compares) the committed student copies in
+``notebooks/``; :func:`generate` is nbgrader's ``generate_assignment`` for one assignment, also
+used by the grading engine to build each assignment's gradebook. Sources must be clean
+(:func:`source_problems`, :func:`clean_sources`). What Jupyter or a student's run writes beside a
+notebook (checkpoints, caches, files a notebook writes) is not part of a release
+(:func:`release_ignores`).
+
+May import: :mod:`grader.runtime`, :mod:`grader.grading.config` (and nbgrader).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import nbformat
+from tqdm.auto import tqdm
+from traitlets.config import Config
+
+from grader.grading.config import api_for, course_config
+from grader.runtime import course
+
+
+class PipelineError(RuntimeError):
+    """An instructor command could not do what was asked (the message says what to do)."""
+
+
+def _require_success(result: dict, what: str) -> None:
+    """Raise with nbgrader's own error lines when an API call reports failure."""
+    if not result.get("success"):
+        log = (result.get("log") or "").strip().splitlines()
+        # nbgrader logs the real cause (an exception line) before its generic summary.
+        causes = [
+            line.strip()
+            for line in log
+            if "Error" in line or "Exception" in line or line.startswith("[ERROR]")
+        ]
+        detail = causes[-8:] or (result.get("error") or "no log").strip().splitlines()[-8:]
+        raise PipelineError(f"{what} failed:\n  " + "\n  ".join(detail))
+
+
+# --------------------------------------------------------------------------- release
+def generate(
+    assignment_id: str, dest: Path, *, config: Config | None = None, use_db: bool = False
+) -> Path:
+    """Generate the student version of one assignment into ``dest/<assignment_id>/``.
+
+    Args:
+        assignment_id: e.g. ``"01_devices"``.
+        dest: Folder that receives the assignment folder.
+        config: Course config (default :func:`course_config`).
+        use_db: Also record the assignment and its (hidden) test cells in the
+            gradebook, which autograding needs.
+
+    Returns:
+        The generated notebook's path.
+
+    Raises:
+        PipelineError: nbgrader reported a failure.
+    """
+    course.check_assignment(assignment_id)
+    c = Config(config or course_config())
+    c.CourseDirectory.release_directory = str(Path(dest).resolve())
+    # The same two settings as nbgrader's own `generate_assignment --no-db` flag.
+    c.GenerateAssignment.no_database = not use_db
+    c.SaveCells.enabled = use_db
+    result = api_for(c).generate_assignment(assignment_id, force=True, create=True)
+    _require_success(result, f"nbgrader generate_assignment {assignment_id}")
+    out = Path(dest) / assignment_id / f"{assignment_id}.ipynb"
+    if not out.is_file():
+        raise PipelineError(f"nbgrader reported success but wrote no {out}")
+    return out
+
+
+def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False) -> list[str]:
+    """Regenerate ``notebooks/`` from ``solutions/`` (or, with ``check``, compare only).
+
+    Generation goes to a temporary folder first, so a failure leaves the committed
+    release untouched.
+
+    Args:
+        assignment_ids: Assignments to process (default: all).
+        check: Do not write; report which assignments differ from a fresh generation.
+
+    Returns:
+        The assignments whose committed release differed (and, without ``check``,
+        was rewritten), and ``"README.md"`` when the course index ``notebooks/README.md``
+        differed from :func:`grader.runtime.course.index_markdown` (all assignments only).
+
+    Raises:
+        PipelineError: a source notebook has outputs, or generation failed.
+    """
+    ids = [course.check_assignment(a) for a in (assignment_ids or course.assignments())]
+    for aid in ids:
+        problems = source_problems(aid)
+        if problems:
+            raise PipelineError(
+                f"solutions/{aid} is not clean ({'; '.join(problems)}). "
+                "Run `python -m grader clean` to strip outputs and execution metadata."
+            )
+    changed = []
+    with tempfile.TemporaryDirectory(prefix="release-") as tmp:
+        for aid in tqdm(ids, desc="generate release", unit="notebook", disable=None):
+            generate(aid, Path(tmp))
+            fresh, committed = Path(tmp) / aid, course.NOTEBOOKS / aid
+            if not committed.is_dir() or _dirs_differ(fresh, committed):
+                changed.append(aid)
+                if not check:
+                    if committed.exists():
+                        shutil.rmtree(committed)
+                    shutil.copytree(fresh, committed)
+    index = course.NOTEBOOKS / "README.md"
+    if assignment_ids is None and (
+        not index.is_file() or index.read_text() != course.index_markdown()
+    ):
+        changed.append("README.md")
+        if not check:
+            index.write_text(course.index_markdown())
+    return changed
+
+
+def _dirs_differ(a: Path, b: Path) -> bool:
+    # Files a notebook writes when run (course.WRITTEN_FILES) are not part of a release.
+    cmp = filecmp.dircmp(a, b, ignore=[*filecmp.DEFAULT_IGNORES, *course.WRITTEN_FILES])
+    if cmp.left_only or cmp.right_only or cmp.funny_files:
+        return True
+    _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
+    return bool(mismatch or errors) or any(_dirs_differ(a / d, b / d) for d in cmp.common_dirs)
+
+
+def source_problems(assignment_id: str) -> list[str]:
+    """Why a source notebook is not clean: outputs, execution counts or timing metadata.
+
+    Returns:
+        One string per problem; empty when clean.
+    """
+    nb = course.read(course.source_path(assignment_id))
+    problems = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.get("outputs"):
+            problems.append(f"cell {cell.get('id')} has outputs")
+        if cell.get("execution_count") is not None:
+            problems.append(f"cell {cell.get('id')} has an execution count")
+        if "execution" in cell.get("metadata", {}):
+            problems.append(f"cell {cell.get('id')} has execution timing metadata")
+    if not all(cell.get("id") for cell in nb.cells):
+        problems.append("a cell has no pinned id")
+    return problems
+
+
+def clean_sources(assignment_ids: Iterable[str] | None = None) -> list[str]:
+    """Strip outputs, execution counts and execution metadata from source notebooks,
+    keeping nbgrader metadata and cell ids.
+
+    Returns:
+        The assignments whose source changed.
+    """
+    changed = []
+    for aid in assignment_ids or course.assignments():
+        path = course.source_path(aid)
+        nb = course.read(path)
+        before = nbformat.writes(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = None
+            cell.metadata.pop("execution", None)
+            cell.metadata.pop("collapsed", None)
+            cell.metadata.pop("scrolled", None)
+        nb.metadata.pop("widgets", None)
+        nb.metadata["language_info"] = {"name": "python"}
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, str(path))
+            changed.append(aid)
+    return changed

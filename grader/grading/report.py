@@ -1,0 +1,129 @@
+"""What happened to each submission (:class:`Result`) and the grading report built from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.grading import sandbox
+
+
+@dataclass
+class Result:
+    """What happened to one submission.
+
+    ``status`` is ``"graded"``, ``"missing"`` (no notebook), ``"unchanged"`` (graded earlier
+    with the same content; scores from then) or ``"failed"`` (the grading itself failed: not
+    written to the gradebook, retried on the next run).
+    """
+
+    student: str
+    assignment: str
+    status: str
+    score: float = 0.0
+    max_score: float = 0.0
+    cells: dict[str, float] = field(default_factory=dict)  # grade id -> score
+    failed_cells: list[str] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    review: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    digest: str = ""
+    isolation: str = ""
+    deferred: list[str] = field(default_factory=list)  # test cells left to another machine
+    timestamp: str = ""  # the submission's timestamp (nbgrader's timestamp.txt), or ""
+
+    @property
+    def flagged(self) -> bool:
+        """True when a person should look at the submission before trusting its score."""
+        return bool(self.review)
+
+
+def shown(name: str) -> str:
+    """A student or folder name as the report prints it (control characters escaped)."""
+    return name if name.isprintable() else repr(name)
+
+
+def format_summary(results: list[Result]) -> str:
+    """One line per submission: score, status, what happened, and why to review."""
+    lines = [f"{'student':<18} {'assignment':<18} {'score':>9}  {'status':<10} notes"]
+    for r in results:
+        score = (
+            f"{r.score:g}/{r.max_score:g}"
+            if r.status in ("graded", "unchanged", "missing")
+            else "-"
+        )
+        notes = list(r.notes)
+        if r.deferred:
+            notes.append(f"graded on another machine: {', '.join(r.deferred)}")
+        if r.not_checked:
+            notes.append(f"not checked (needs a GPU): {', '.join(r.not_checked)}")
+        status = r.status + (" REVIEW" if r.flagged else "")
+        lines.append(
+            f"{shown(r.student):<18} {r.assignment:<18} {score:>9}  {status:<10} {'; '.join(notes)}"
+        )
+        for reason in r.review:
+            lines.append(f"{'':<48} review: {reason}")
+    flagged = sum(r.flagged for r in results)
+    failed = sum(r.status == "failed" for r in results)
+    lines.append(
+        f"\n{len(results)} submissions: {sum(r.status in ('graded', 'unchanged') for r in results)} "
+        f"graded, {sum(r.status == 'missing' for r in results)} missing, {failed} could not be "
+        f"graded (rerun to retry), {flagged} flagged for review (their scores are in the "
+        "gradebook, marked as needing manual grading)."
+    )
+    if results:
+        lines.append(f"Kernels: {results[0].isolation or sandbox.isolation_label()}.")
+    return "\n".join(lines)
+
+
+def write_report_csv(results: list[Result], path: Path) -> Path:
+    """The grading report as CSV: one row per submission (status, score, notes, review)."""
+    import csv
+
+    path = Path(path)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            [
+                "student",
+                "assignment",
+                "status",
+                "score",
+                "max_score",
+                "review",
+                "failed_cells",
+                "notes",
+                "review_reasons",
+                "seconds",
+            ]  # fmt: skip
+        )
+        for r in results:
+            writer.writerow(
+                [
+                    r.student,
+                    r.assignment,
+                    r.status,
+                    r.score,
+                    r.max_score,
+                    "yes" if r.flagged else "",
+                    " ".join(r.failed_cells),
+                    " | ".join(r.notes),
+                    " | ".join(r.review),
+                    r.seconds,
+                ]  # fmt: skip
+            )
+    return path
+
+
+def not_checked_cells(nb) -> list[str]:
+    """Grade ids of cells that raised NotCheckedWithoutCuda (CUDA checks on a CPU)."""
+    from grader.runtime import course
+
+    out = []
+    for cell in nb.cells:
+        meta = course.nbgrader_meta(cell)
+        if cell.cell_type == "code" and meta.get("grade"):
+            if any(o.get("ename") == "NotCheckedWithoutCuda" for o in cell.get("outputs", [])):
+                out.append(meta["grade_id"])
+    return out

@@ -1,0 +1,14 @@
+"""What notebooks and checks run on: the bottom layer of :mod:`grader`.
+
+Lives here: the course's facts (:mod:`~grader.runtime.course`: lessons, folders, grade ids, the
+reference loader), the CPU stand-ins for GPU behaviour (:mod:`~grader.runtime.simulate` and the
+``simulated_site/`` start-up hook of a simulated multi-GPU process), the profiler-trace reader
+(:mod:`~grader.runtime.trace`) and per-rank timelines (:mod:`~grader.runtime.timeline`), CPU
+process groups (:mod:`~grader.runtime.distributed`), data sets (:mod:`~grader.runtime.datasets`),
+figures recorded on a GPU (:mod:`~grader.runtime.recorded`), and the probe protocol between a
+student's kernel and the grading process (:mod:`~grader.runtime.remote`,
+:mod:`~grader.runtime.handover`).
+
+May import: the standard library, third-party packages, and other modules of this package. Never
+:mod:`grader.checks`, :mod:`grader.grading` or :mod:`grader.tools` (``tests/test_layout.py``).
+"""

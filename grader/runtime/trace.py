@@ -1,0 +1,301 @@
+"""Read profiler traces: a real Kineto trace from ``torch.profiler`` or the simulated GPU's.
+
+Both are Chrome trace events (the JSON that ``prof.export_chrome_trace(path)`` writes, and
+that Perfetto and ``chrome://tracing`` open): complete events ``{"ph": "X", "cat", "name",
+"ts", "dur", "pid", "tid", "args"}`` with times in microseconds. The categories used here are
+Kineto's:
+
+* ``kernel``: a GPU kernel, ``args.stream`` its CUDA stream;
+* ``gpu_memcpy`` / ``gpu_memset``: a copy (``Memcpy HtoD (Pinned -> Device)``, ...) or memset
+  on a stream;
+* ``cuda_runtime`` / ``cuda_driver``: host calls into CUDA (``cudaLaunchKernel``,
+  ``cudaMemcpyAsync``, ``cudaStreamSynchronize``, ``cudaGraphLaunch``, ...);
+* ``cuda_sync``: synchronization events (recorded when the profiler's
+  ``experimental_config`` asks for them): ``Stream Sync``, ``Event Sync``, ``Context Sync``
+  make the host wait; ``Stream Wait Event`` (``cudaStreamWaitEvent``) makes a stream wait and
+  the host goes on;
+* ``cpu_op``: a PyTorch operator (``aten::addmm``); ``user_annotation``: a
+  ``record_function`` range.
+
+:func:`parse` accepts the ``{"traceEvents": [...]}`` document, its list of events, or a path to
+the JSON file, and returns a :class:`Trace` whose properties the 10_profiling checks judge:
+kernel launches, synchronizations, copies overlapped with kernels on other streams, and the
+time a kernel took. Nothing here runs a student's code: it reads data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Kineto logs "ERROR ... gpuGetDeviceCount failed" on machines without a GPU; level 5 keeps only
+# fatal messages (read when the profiler first starts; as in grader.runtime.timeline).
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+
+#: Host calls that launch GPU work: one per kernel, or one per CUDA graph replay.
+LAUNCH_CALLS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cudaGraphLaunch",
+        "cuGraphLaunch",
+    }
+)
+#: Host calls that make the host wait for the device.
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cudaMemcpy",  # the synchronous copy
+    }
+)
+#: ``cuda_sync`` events in which only a stream waits (the host goes on): not synchronizations.
+STREAM_ONLY_SYNCS = frozenset({"Stream Wait Event"})
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+HOST_CALL_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+
+
+@dataclass(frozen=True)
+class Event:
+    """One complete event of a trace (times in microseconds)."""
+
+    cat: str
+    name: str
+    ts: float
+    dur: float
+    stream: int | None = None
+    nbytes: int | None = None
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+def _load(source: Any) -> list:
+    if isinstance(source, (str, Path)):
+        source = json.loads(Path(source).read_text())
+    if isinstance(source, dict):
+        source = source.get("traceEvents", [])
+    if not isinstance(source, list):
+        raise ValueError(f"not a Chrome trace: expected a list of events, got {type(source)}")
+    return source
+
+
+def parse(source: Any) -> Trace:
+    """Read a trace: a path to its JSON, the ``{"traceEvents": ...}`` document, or the events.
+
+    Raises:
+        ValueError: the source is not a list of trace events.
+    """
+    events = []
+    for raw in _load(source):
+        if not isinstance(raw, dict) or raw.get("ph") != "X":
+            continue  # metadata, flows (ac2g) and instant events carry no interval
+        args = raw.get("args") or {}
+        stream = args.get("stream")
+        if stream is None and raw.get("cat") in GPU_CATS:
+            stream = raw.get("tid")  # GPU lanes are streams (older exports leave args.stream out)
+        nbytes = args.get("bytes")
+        try:
+            events.append(
+                Event(
+                    str(raw.get("cat", "")),
+                    str(raw.get("name", "")),
+                    float(raw.get("ts", 0.0)),
+                    float(raw.get("dur", 0.0)),
+                    int(stream) if isinstance(stream, (int, float)) else None,
+                    int(nbytes) if isinstance(nbytes, (int, float)) else None,
+                )
+            )
+        except (TypeError, ValueError):
+            continue
+    events.sort(key=lambda e: e.ts)
+    return Trace(events)
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _covered(interval: tuple[float, float], merged: list[tuple[float, float]]) -> float:
+    start, end = interval
+    return sum(max(0.0, min(end, e) - max(start, s)) for s, e in merged)
+
+
+@dataclass
+class Trace:
+    """The events of one trace, with the properties the checks read."""
+
+    events: list[Event]
+
+    def within(self, annotation: str) -> Trace:
+        """The part of the trace from the first ``record_function`` range named
+        ``annotation``: host events inside the range, GPU work that started after it began
+        (GPU work runs later than the calls that queued it).
+
+        Raises:
+            ValueError: no such range in the trace.
+        """
+        ranges = [e for e in self.of("user_annotation") if e.name == annotation]
+        if not ranges:
+            raise ValueError(f"the trace has no record_function range named {annotation!r}")
+        first = ranges[0]
+        kept = [
+            e
+            for e in self.events
+            if e is not first
+            and (
+                (e.cat in GPU_CATS and e.ts >= first.ts)
+                or (e.cat not in GPU_CATS and e.ts >= first.ts and e.end <= first.end + 1e-3)
+            )
+        ]
+        return Trace(kept)
+
+    def of(self, *cats: str) -> list[Event]:
+        """Events of these categories, in time order."""
+        return [e for e in self.events if e.cat in cats]
+
+    @property
+    def kernels(self) -> list[Event]:
+        return self.of("kernel")
+
+    @property
+    def copies(self) -> list[Event]:
+        return self.of("gpu_memcpy")
+
+    @property
+    def host_to_device_copies(self) -> list[Event]:
+        """Copies from host to device (Kineto names them ``Memcpy HtoD (...)``; the simulated
+        GPU ``H2D copy``)."""
+        return [e for e in self.copies if "HtoD" in e.name or "H2D" in e.name]
+
+    @property
+    def cpu_ops(self) -> list[Event]:
+        return self.of("cpu_op")
+
+    @property
+    def launches(self) -> list[Event]:
+        """Host calls that launched kernels or CUDA graphs. A driver call (``cuLaunchKernel``)
+        that lies inside a runtime launch call (``cudaLaunchKernel``) is that same launch seen
+        one level down, so it is not counted twice."""
+        calls = [e for e in self.of(*HOST_CALL_CATS) if e.name in LAUNCH_CALLS]
+        runtime = [e for e in calls if e.cat == "cuda_runtime"]
+        return [
+            e
+            for e in calls
+            if e.cat == "cuda_runtime" or not any(r.ts <= e.ts and e.end <= r.end for r in runtime)
+        ]
+
+    @property
+    def launch_count(self) -> int:
+        """Kernel launches: launch calls, or kernels when the trace has no runtime calls."""
+        launches = self.launches
+        return len(launches) if launches or self.of(*HOST_CALL_CATS) else len(self.kernels)
+
+    @property
+    def syncs(self) -> list[Event]:
+        """Synchronizations: runtime calls that wait for the device, and ``cuda_sync`` events
+        in which the host waits (not ``Stream Wait Event``: there a stream waits, on the GPU)."""
+        return [e for e in self.of(*HOST_CALL_CATS) if e.name in SYNC_CALLS] + [
+            e for e in self.of("cuda_sync") if e.name not in STREAM_ONLY_SYNCS
+        ]
+
+    def overlap_fraction(self) -> float:
+        """The fraction of host-to-device copy time during which a kernel on another stream
+        runs (0 when there are no copies): 1.0 means every copy was hidden behind compute."""
+        copies = self.host_to_device_copies
+        total = sum(c.dur for c in copies)
+        if total <= 0:
+            return 0.0
+        hidden = 0.0
+        for copy in copies:
+            others = _merge([(k.ts, k.end) for k in self.kernels if k.stream != copy.stream])
+            hidden += _covered((copy.ts, copy.end), others)
+        return hidden / total
+
+    def kernel_time_us(self, name_contains: str = "") -> float:
+        """Total duration of the kernels whose name contains ``name_contains``, microseconds."""
+        return sum(k.dur for k in self.kernels if name_contains in k.name)
+
+    def roofline_fraction(
+        self,
+        name_contains: str,
+        flops: float,
+        nbytes: float,
+        peak_tflops: float,
+        memory_gb_s: float,
+    ) -> float:
+        """Achieved fraction of the roofline by the kernels whose name contains
+        ``name_contains``: their FLOP/s (``flops`` over their total time) divided by what the
+        roofline allows at their intensity, ``min(peak, flops / nbytes * bandwidth)``.
+
+        Raises:
+            ValueError: no such kernel in the trace.
+        """
+        seconds = self.kernel_time_us(name_contains) * 1e-6
+        if seconds <= 0:
+            raise ValueError(f"no kernel named like {name_contains!r} in the trace")
+        attainable = min(peak_tflops * 1e12, flops / nbytes * memory_gb_s * 1e9)
+        return flops / seconds / attainable
+
+    def span_us(self) -> float:
+        """From the first GPU event's start to the last one's end, microseconds."""
+        gpu = self.of(*GPU_CATS)
+        return max(e.end for e in gpu) - min(e.ts for e in gpu) if gpu else 0.0
+
+    def summary(self) -> dict:
+        """Counts and times in one dict (for messages and notebooks)."""
+        return {
+            "kernels": len(self.kernels),
+            "launches": self.launch_count,
+            "copies": len(self.copies),
+            "syncs": len(self.syncs),
+            "cpu_ops": len(self.cpu_ops),
+            "overlap_fraction": round(self.overlap_fraction(), 3),
+            "gpu_span_us": round(self.span_us(), 1),
+        }
+
+
+def plot(trace: Trace, ax, title: str = "") -> None:
+    """Draw a trace as lanes on a matplotlib axis: host runtime calls (synchronizations in
+    red), then one lane per CUDA stream (kernels in blue, copies in orange).
+
+    Args:
+        trace: A parsed trace.
+        ax: A matplotlib ``Axes``.
+        title: Axis title (say which device the trace comes from).
+    """
+    gpu = trace.of(*GPU_CATS)
+    host = trace.of(*HOST_CALL_CATS)
+    t0 = min([e.ts for e in gpu + host], default=0.0)
+    streams = sorted({e.stream for e in gpu if e.stream is not None})
+    lanes = ["host: CUDA calls"] + [f"stream {s}" for s in streams]
+    for e in host:
+        color = "tab:red" if e.name in SYNC_CALLS else "tab:gray"
+        ax.broken_barh([((e.ts - t0) / 1e3, max(e.dur, 0.5) / 1e3)], (0 - 0.4, 0.8), color=color,
+                       edgecolor="white", linewidth=0.3)  # fmt: skip
+    for e in gpu:
+        row = 1 + streams.index(e.stream) if e.stream in streams else len(lanes)
+        color = "tab:blue" if e.cat == "kernel" else "tab:orange"
+        ax.broken_barh([((e.ts - t0) / 1e3, e.dur / 1e3)], (row - 0.4, 0.8), color=color,
+                       edgecolor="white", linewidth=0.3)  # fmt: skip
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title or "trace")
