@@ -46,6 +46,7 @@ ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS", course.REPO / ".artifacts" 
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,  # starts JupyterLab and Chromium: not in the fast tier
     pytest.mark.timeout(900),
     pytest.mark.skipif(
         not (CHROMIUM and CHROMEDRIVER),

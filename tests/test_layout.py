@@ -163,29 +163,32 @@ def test_the_layering_test_sees_an_upward_import(tmp_path):
 
 
 def test_notebooks_import_only_checks_and_runtime():
-    """A notebook (solution or student copy) reaches the course through the checks and the
-    runtime, never the grading engine or the tools, and only by module paths that exist."""
+    """A notebook (solution or student copy) or a sample submission reaches the course through
+    the checks and the runtime, never the grading engine or the tools, and only by module paths
+    that exist (no shims)."""
     names = set(_modules())
-    wrong = []
+    sources = []  # (path, code) of every notebook code cell and every sample submission
     for folder in (course.SOLUTIONS, course.NOTEBOOKS):
         for path in sorted(folder.glob("*/*.ipynb")):
             for cell in json.loads(path.read_text())["cells"]:
-                if cell["cell_type"] != "code":
-                    continue
-                lines = "".join(cell["source"]).splitlines()
-                code = "\n".join(ln for ln in lines if not ln.lstrip().startswith(("%", "!")))
-                try:
-                    tree = ast.parse(code)
-                except SyntaxError:  # a cell of shell or cell magics only
-                    continue
-                for node in ast.walk(tree):
-                    if isinstance(node, ast.Import):
-                        mods = [a.name for a in node.names]
-                    elif isinstance(node, ast.ImportFrom) and node.module:
-                        mods = [node.module]
-                    else:
-                        continue
-                    for m in mods:
-                        if m.startswith("grader") and (m not in names or _layer(m) not in (0, 1)):
-                            wrong.append(f"{path.relative_to(course.REPO)} imports {m}")
+                if cell["cell_type"] == "code":
+                    sources.append((path, "".join(cell["source"])))
+    sources += [(p, p.read_text()) for p in sorted((PACKAGE / "samples").rglob("*.py"))]
+    wrong = []
+    for path, text in sources:
+        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+        try:
+            tree = ast.parse("\n".join(lines))
+        except SyntaxError:  # a cell of shell or cell magics only
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            else:
+                continue
+            for m in mods:
+                if m.startswith("grader") and (m not in names or _layer(m) not in (0, 1)):
+                    wrong.append(f"{path.relative_to(course.REPO)} imports {m}")
     assert not wrong, "\n".join(wrong)

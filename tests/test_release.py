@@ -1,12 +1,18 @@
 """The release: sources are clean, notebooks/ equals a fresh generation, and the student
 copies hide what they should and run as a student meets them."""
 
+import json
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
 import nbformat
 import pytest
 import torch
 from nbclient import NotebookClient
 
-from grader.grading import pipeline
+from grader.grading import pipeline, release
 from grader.runtime import course
 
 ASSIGNMENTS = course.assignments()
@@ -34,6 +40,110 @@ def test_committed_release_equals_a_fresh_generation():
     assert pipeline.release(check=True) == [], (
         "run `python -m grader release` and commit notebooks/"
     )
+
+
+def _git_checkout() -> bool:
+    done = subprocess.run(
+        ["git", "-C", str(course.REPO), "ls-files", "--error-unmatch", "notebooks/README.md"],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def test_release_differences_ignore_what_jupyter_writes_and_see_real_changes(tmp_path):
+    """Outside a git checkout: checkpoints, caches and hidden files are not part of a release; a
+    changed, missing or extra file is."""
+    fresh, committed = tmp_path / "fresh", tmp_path / "committed"
+    for folder in (fresh, committed):
+        (folder / "img").mkdir(parents=True)
+        (folder / "a.ipynb").write_text("{}")
+        (folder / "img" / "d.png").write_bytes(b"png")
+    for junk in (
+        ".ipynb_checkpoints/a-checkpoint.ipynb",
+        "__pycache__/x.pyc",
+        ".virtual_documents/a",
+    ):
+        (committed / junk).parent.mkdir(parents=True, exist_ok=True)
+        (committed / junk).write_text("x")
+    (committed / "ddp_script.py").write_text("x")
+    assert release.release_differences(fresh, committed) == []
+    (committed / "img" / "d.png").write_bytes(b"other")
+    (committed / "notes.py").write_text("x")  # outside git, an extra file is a stale release file
+    (fresh / "new.md").write_text("x")
+    assert release.release_differences(fresh, committed) == ["img/d.png", "new.md", "notes.py"]
+
+
+def test_release_differences_in_a_checkout_compare_with_the_committed_version(tmp_path):
+    """In the git checkout: a release file changed only in the working copy (a student's saved
+    work) is in sync when its committed version is the fresh one; a fresh generation that
+    differs from both is a difference, and so is a tracked file the generation no longer has."""
+    if not _git_checkout():
+        pytest.skip("the course is not a git checkout")
+    aid = "01_devices"
+    committed = course.NOTEBOOKS / aid
+    notebook = committed / f"{aid}.ipynb"
+    original = notebook.read_bytes()
+    fresh = tmp_path / aid
+    shutil.copytree(committed, fresh)
+    try:
+        notebook.write_bytes(original.replace(b"Course file", b"My course file"))
+        assert release.release_differences(fresh, committed) == []
+        (fresh / notebook.name).write_bytes(original.replace(b"Course file", b"New text"))
+        assert release.release_differences(fresh, committed) == [notebook.name]
+        (fresh / notebook.name).unlink()
+        assert release.release_differences(fresh, committed) == [notebook.name]
+    finally:
+        notebook.write_bytes(original)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_release_check_passes_after_a_student_opens_and_saves_in_the_readmes_jupyterlab(tmp_path):
+    """The README's two commands one after the other: a notebook opened and saved in the README's
+    JupyterLab (which writes ``.ipynb_checkpoints/``) and a student's own file beside it leave the
+    release check green; a real change to the committed release still fails it."""
+    from .test_browser import jupyterlab
+
+    if not (course.REPO / ".venv" / "bin" / "jupyter").exists():
+        pytest.skip("the README's command needs .venv/: create it as the README says")
+    if not _git_checkout():
+        pytest.skip("the course is not a git checkout: every file beside a notebook counts")
+    aid = "10_profiling"
+    folder = course.NOTEBOOKS / aid
+    notebook = folder / f"{aid}.ipynb"
+    original = notebook.read_bytes()
+    written = [folder / ".ipynb_checkpoints", folder / "my_notes.py"]
+    assert not any(p.exists() for p in written), f"leftovers of an earlier run: {written}"
+    api = f"/api/contents/notebooks/{aid}"
+    try:
+        with jupyterlab(course.REPO, tmp_path, "jupyterlab-release.log") as server:
+
+            def call(method: str, path: str, body: dict | None = None) -> dict:
+                request = urllib.request.Request(
+                    f"{server['base']}{path}?token={server['token']}",
+                    method=method,
+                    data=None if body is None else json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(request, timeout=60) as r:
+                    return json.loads(r.read() or b"{}")
+
+            # What JupyterLab does when a student opens the notebook and saves it (Ctrl-S).
+            model = call("GET", f"{api}/{aid}.ipynb")
+            call("POST", f"{api}/{aid}.ipynb/checkpoints")
+            model["content"]["cells"][0]["source"] += "\n\nMy note: read twice."
+            call("PUT", f"{api}/{aid}.ipynb", {"type": "notebook", "content": model["content"]})
+            call("PUT", f"{api}/my_notes.py", {"type": "file", "format": "text", "content": "x=1"})
+        assert (folder / ".ipynb_checkpoints").is_dir(), "JupyterLab wrote no checkpoint"
+        assert notebook.read_bytes() != original, "the save did not reach the notebook"
+        assert pipeline.release(check=True) == [], (
+            "what taking the course wrote beside the notebooks made the release check fail"
+        )
+    finally:
+        notebook.write_bytes(original)
+        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
+        Path(folder / "my_notes.py").unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("aid", ASSIGNMENTS)

@@ -12,13 +12,15 @@ May import: :mod:`grader.runtime`, :mod:`grader.grading.config` (and nbgrader).
 
 from __future__ import annotations
 
-import filecmp
+import fnmatch
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import nbformat
+from nbgrader.coursedir import CourseDirectory
 from tqdm.auto import tqdm
 from traitlets.config import Config
 
@@ -81,7 +83,9 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
     """Regenerate ``notebooks/`` from ``solutions/`` (or, with ``check``, compare only).
 
     Generation goes to a temporary folder first, so a failure leaves the committed
-    release untouched.
+    release untouched; then only the files that differ (:func:`release_differences`) are
+    written or, when a release no longer has them, removed. What taking the course leaves
+    beside the notebooks (checkpoints, a student's own files) is neither compared nor touched.
 
     Args:
         assignment_ids: Assignments to process (default: all).
@@ -108,12 +112,16 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
         for aid in tqdm(ids, desc="generate release", unit="notebook", disable=None):
             generate(aid, Path(tmp))
             fresh, committed = Path(tmp) / aid, course.NOTEBOOKS / aid
-            if not committed.is_dir() or _dirs_differ(fresh, committed):
+            differences = release_differences(fresh, committed)
+            if differences:
                 changed.append(aid)
                 if not check:
-                    if committed.exists():
-                        shutil.rmtree(committed)
-                    shutil.copytree(fresh, committed)
+                    for rel in differences:
+                        if (fresh / rel).is_file():
+                            (committed / rel).parent.mkdir(parents=True, exist_ok=True)
+                            shutil.copyfile(fresh / rel, committed / rel)
+                        else:  # a file of an earlier release that this one no longer has
+                            (committed / rel).unlink()
     index = course.NOTEBOOKS / "README.md"
     if assignment_ids is None and (
         not index.is_file() or index.read_text() != course.index_markdown()
@@ -124,13 +132,74 @@ def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False)
     return changed
 
 
-def _dirs_differ(a: Path, b: Path) -> bool:
-    # Files a notebook writes when run (course.WRITTEN_FILES) are not part of a release.
-    cmp = filecmp.dircmp(a, b, ignore=[*filecmp.DEFAULT_IGNORES, *course.WRITTEN_FILES])
-    if cmp.left_only or cmp.right_only or cmp.funny_files:
-        return True
-    _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
-    return bool(mismatch or errors) or any(_dirs_differ(a / d, b / d) for d in cmp.common_dirs)
+def release_ignores() -> list[str]:
+    """Name patterns (``fnmatch``) of what is never part of a release, at any depth: nbgrader's own
+    ignore list (``CourseDirectory.ignore``: ``.ipynb_checkpoints``, ``__pycache__``, ...), hidden
+    files (what Jupyter and its extensions write beside a notebook: checkpoints,
+    ``.virtual_documents``, ...; JupyterLab hides them) and the files a notebook writes when run
+    (:data:`grader.runtime.course.WRITTEN_FILES`)."""
+    return [*CourseDirectory().ignore, ".*", *course.WRITTEN_FILES]
+
+
+def _ignored(rel: Path, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatch(part, pat) for part in rel.parts for pat in patterns)
+
+
+def _files(folder: Path, patterns: list[str]) -> set[Path]:
+    if not folder.is_dir():
+        return set()
+    return {
+        p.relative_to(folder)
+        for p in folder.rglob("*")
+        if p.is_file() and not _ignored(p.relative_to(folder), patterns)
+    }
+
+
+def _git(*args: str) -> bytes | None:
+    """Output of a git command in the repository, or None where git or the repository is
+    missing or the command fails (a copy of the course that is not a git checkout)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(course.REPO), *args], capture_output=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def release_differences(fresh: Path, committed: Path) -> list[str]:
+    """The files in which the committed release ``committed`` differs from a fresh generation
+    ``fresh`` (paths relative to both), sorted.
+
+    What taking the course leaves in ``notebooks/`` is not a difference: anything
+    :func:`release_ignores` names, a file git does not track (a student's own file), and a release
+    file the student changed while the version git has committed is the fresh one (a notebook
+    worked in where the README says to). Outside a git checkout every file counts.
+    """
+    patterns = release_ignores()
+    new, old = _files(fresh, patterns), _files(committed, patterns)
+    rel_folder = None
+    if committed.is_dir() and committed.resolve().is_relative_to(course.REPO):
+        rel_folder = committed.resolve().relative_to(course.REPO)
+    tracked: set[Path] | None = None
+    if rel_folder is not None:
+        listed = _git("ls-files", "-z", "--", str(rel_folder))
+        if listed is not None:
+            tracked = {Path(n).relative_to(rel_folder) for n in listed.decode().split("\0") if n}
+    differences = []
+    for rel in sorted(new | old):
+        if rel not in new:  # only in the committed folder: stale, unless nobody committed it
+            if tracked is None or rel in tracked:
+                differences.append(str(rel))
+            continue
+        expected = (fresh / rel).read_bytes()
+        if rel in old and (committed / rel).read_bytes() == expected:
+            continue
+        if tracked is not None and rel in tracked and rel_folder is not None:
+            if _git("show", f"HEAD:{(rel_folder / rel).as_posix()}") == expected:
+                continue  # changed in the working copy only: the committed release is in sync
+        differences.append(str(rel))
+    return differences
 
 
 def source_problems(assignment_id: str) -> list[str]:

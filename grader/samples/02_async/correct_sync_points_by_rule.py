@@ -1,7 +1,7 @@
 """A correct SYNC_POINTS written differently: built from the set of snippets that synchronize."""
 
 # %% sync_points
-from grader.ch02_async import SYNC_SNIPPETS
+from grader.checks.ch02_async import SYNC_SNIPPETS
 
 WAITS_FOR_GPU = {
     "format",

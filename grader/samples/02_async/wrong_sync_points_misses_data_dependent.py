@@ -2,7 +2,7 @@
 
 # fails: test_sync_points, test_sync_points_cuda
 # %% sync_points
-from grader.ch02_async import SYNC_SNIPPETS
+from grader.checks.ch02_async import SYNC_SNIPPETS
 
 SYNC_POINTS = {
     name: name in {"int_count", "if_tensor", "boolean_mask", "to_cpu", "unique"}

@@ -4,7 +4,8 @@
 # fails-on-gpu: test_autocast_dtypes_cuda
 # %% autocast_dtypes
 import torch
-from grader.ch06_amp import AUTOCAST_CASES
+
+from grader.checks.ch06_amp import AUTOCAST_CASES
 
 f16, f32 = torch.float16, torch.float32
 CUDA = {

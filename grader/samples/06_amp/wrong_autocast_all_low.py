@@ -4,6 +4,7 @@
 # fails-on-gpu: test_autocast_dtypes_cuda
 # %% autocast_dtypes
 import torch
-from grader.ch06_amp import AUTOCAST_CASES
+
+from grader.checks.ch06_amp import AUTOCAST_CASES
 
 AUTOCAST_DTYPES = {f"{d}/{name}": torch.float16 for d in ("cpu", "cuda") for name in AUTOCAST_CASES}

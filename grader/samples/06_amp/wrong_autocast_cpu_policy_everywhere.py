@@ -4,7 +4,8 @@
 # fails-on-gpu: test_autocast_dtypes_cuda
 # %% autocast_dtypes
 import torch
-from grader.ch06_amp import AUTOCAST_CASES
+
+from grader.checks.ch06_amp import AUTOCAST_CASES
 
 LOW = {"matmul", "conv2d", "relu_of_linear", "softmax_of_linear", "sum_of_linear"}
 LOW |= {"layer_norm_of_linear"}

@@ -3,7 +3,8 @@
 # fails: test_autocast_dtypes
 # %% autocast_dtypes
 import torch
-from grader.ch06_amp import AUTOCAST_CASES
+
+from grader.checks.ch06_amp import AUTOCAST_CASES
 
 LOW = {"matmul", "conv2d", "relu_of_linear"}
 AUTOCAST_DTYPES = {

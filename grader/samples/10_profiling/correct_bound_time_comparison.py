@@ -3,7 +3,7 @@ with the time its bytes take at full bandwidth, for a unit-size problem."""
 # ruff: noqa: F821 - arithmetic_intensity is defined by the notebook's earlier cell
 
 # %% predict_bound
-from grader.ch10_profiling import GPUS
+from grader.checks.ch10_profiling import GPUS
 
 
 def predict_bound(op, shape, dtype, gpu):

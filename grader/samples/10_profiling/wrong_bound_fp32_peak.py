@@ -4,7 +4,7 @@ run on Tensor Cores: the ridge point is far too low."""
 
 # fails: test_predict_bound
 # %% predict_bound
-from grader.ch10_profiling import GPUS
+from grader.checks.ch10_profiling import GPUS
 
 
 def predict_bound(op, shape, dtype, gpu):

@@ -4,7 +4,8 @@
 # fails: test_predict_bound
 # %% predict_bound
 import torch
-from grader.ch10_profiling import GPUS
+
+from grader.checks.ch10_profiling import GPUS
 
 
 def predict_bound(op, shape, dtype, gpu):
