@@ -10,12 +10,41 @@ import torch
 from grader.runtime import course
 from grader.tools import samples
 
+#: Exercises whose checks time the answer for seconds by design (a DataLoader's or a compiled
+#: function's measured speedup): their reference and sample tests are `slow`, so the fast tier
+#: (`pytest -m "not slow"`) stays under five minutes on 2 cores.
+MEASURED_EXERCISES = {
+    "08_cpu_parallelism": {"loader_speedup"},
+    "09_compilation": {"compile_speedup"},
+}
+#: Samples that wait for a deadline by design (ranks that hang until the launcher stops them).
+WAITING_SAMPLES = {"11_scaling": {"wrong_zero_owner_only_broadcast"}}
 
-def sample_params(assignment: str):
-    """pytest params: one per sample answer of an assignment, with its name as id."""
+
+def _slow_marks(assignment: str, exercises, sample: str = "") -> list:
     import pytest
 
-    return [pytest.param(s, id=s.name) for s in samples.load_samples(assignment)]
+    measured = MEASURED_EXERCISES.get(assignment, set()) & set(exercises)
+    waiting = sample in WAITING_SAMPLES.get(assignment, set())
+    return [pytest.mark.slow] if measured or waiting else []
+
+
+def sample_params(assignment: str):
+    """pytest params: one per sample answer of an assignment, with its name as id (marked
+    `slow` where the sample answers a measured exercise or waits for a deadline)."""
+    import pytest
+
+    return [
+        pytest.param(s, id=s.name, marks=_slow_marks(assignment, s.cells, s.name))
+        for s in samples.load_samples(assignment)
+    ]
+
+
+def exercise_params(assignment: str, names: list[str]):
+    """pytest params: one per exercise name (marked `slow` for a measured exercise)."""
+    import pytest
+
+    return [pytest.param(n, id=n, marks=_slow_marks(assignment, [n])) for n in names]
 
 
 def assert_sample_scores_as_declared(sample: samples.Sample) -> None:

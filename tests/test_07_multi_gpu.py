@@ -66,6 +66,7 @@ def _write_reference_script(folder):
     return script
 
 
+@pytest.mark.slow  # starts rank processes (seconds)
 def test_reference_ddp_script_passes_with_spawn_and_torchrun(tmp_path, capsys):
     script = _write_reference_script(tmp_path)
     checks.check_ddp_train(str(script))
@@ -126,6 +127,7 @@ def test_virtual_devices_follow_cuda_placement_rules():
     assert x.grad is not None and x.grad.abs().sum() > 0
 
 
+@pytest.mark.slow  # starts rank processes (seconds)
 def test_run_ranks_ends_a_deadlock_with_a_clear_message():
     def only_rank0_reduces(rank, world_size):
         if rank == 0:
@@ -164,6 +166,7 @@ def test_two_runs_at_once_need_no_port(tmp_path):
     assert run_ranks(world, 3) == [3.0, 3.0, 3.0]
 
 
+@pytest.mark.slow  # starts rank processes (seconds)
 def test_torchrun_failure_and_timeout_are_reported(tmp_path):
     crash = tmp_path / "crash.py"
     crash.write_text("import os\nif os.environ['RANK'] == '1':\n    raise SystemExit(3)\n")
@@ -215,6 +218,7 @@ _ABORT_AT_EXIT = (
 )
 
 
+@pytest.mark.slow  # starts rank processes (seconds)
 def test_launchers_end_a_finished_rank_before_interpreter_shutdown(tmp_path):
     """A rank whose function returned is not failed by an abort during interpreter shutdown
     (DDP on gloo can abort there: grader.runtime.distributed, "No abort at exit")."""
@@ -224,6 +228,7 @@ def test_launchers_end_a_finished_rank_before_interpreter_shutdown(tmp_path):
     run_torchrun(script, 2, timeout_s=120)
 
 
+@pytest.mark.slow  # starts rank processes (seconds)
 def test_launchers_still_report_a_rank_that_raises(tmp_path):
     script = tmp_path / "raises.py"
     script.write_text(_ABORT_AT_EXIT.replace("atexit.register(os.abort)", "raise KeyError('x')"))
@@ -370,6 +375,7 @@ checks.check_average_gradients(namespace["average_gradients"])
 """
 
 
+@pytest.mark.slow  # starts rank processes (seconds)
 def test_forked_ranks_that_cannot_run_autograd_are_spawned_again(tmp_path):
     """After tracing with fake tensors, a CPU-only process's autograd runs a device thread (a
     stand-in CUDA device guard counts one device), so forked ranks cannot run backward: the

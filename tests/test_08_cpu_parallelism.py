@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from grader.checks import ch08_cpu_parallelism as checks
 from grader.checks.common import CheckFailed
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    assert_sample_scores_as_declared,
+    exercise_params,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "08_cpu_parallelism"
 
@@ -29,7 +35,9 @@ def test_reference_has_the_curriculum_signature(name, signature):
     assert str(inspect.signature(reference_fn(A, name))) == signature
 
 
-@pytest.mark.parametrize("name", ["parallel_map", "seed_worker", "loader_speedup"])
+@pytest.mark.parametrize(
+    "name", exercise_params(A, ["parallel_map", "seed_worker", "loader_speedup"])
+)
 def test_reference_passes_every_check(name, capsys):
     run_every_check(checks, name, reference_fn(A, name))
     assert "OK:" in capsys.readouterr().out

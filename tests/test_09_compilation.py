@@ -10,7 +10,13 @@ import torch
 
 from grader.checks import ch09_compilation as checks
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    assert_sample_scores_as_declared,
+    exercise_params,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "09_compilation"
 
@@ -27,7 +33,9 @@ def test_reference_has_the_curriculum_signature(name, signature):
     assert str(inspect.signature(reference_fn(A, name))) == signature
 
 
-@pytest.mark.parametrize("name", ["branch_free", "export_model", "compile_speedup"])
+@pytest.mark.parametrize(
+    "name", exercise_params(A, ["branch_free", "export_model", "compile_speedup"])
+)
 def test_reference_passes_every_check(name, capsys):
     run_every_check(checks, name, reference_fn(A, name))
     assert "OK:" in capsys.readouterr().out

@@ -65,6 +65,7 @@ def test_sample_scores_as_declared(sample):
     assert_sample_scores_as_declared(sample)
 
 
+@pytest.mark.slow  # waits for a hanging rank to time out
 def test_a_hanging_answer_fails_within_seconds_with_the_ranks_named():
     from grader.tools.samples import load_samples
 

@@ -349,7 +349,7 @@ def test_the_guard_is_installed_even_when_the_gpu_memory_share_cannot_be_set(tmp
         "torch.cuda.device_count = lambda: 1\n"
         "def refuse(*a): raise RuntimeError('CUDA-capable device(s) is/are busy or unavailable')\n"
         "torch.cuda.set_per_process_memory_fraction = refuse\n"
-        "from grader import guard\n"
+        "from grader.grading import guard\n"
         f"guard.install({str(settings)!r})\n"
         "print(guard._GUARD is not None)\n"
     )

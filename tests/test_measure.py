@@ -82,6 +82,7 @@ def test_every_figure_the_notebooks_look_up_is_measured_by_some_group():
 
 
 @pytest.mark.skipif(GPU, reason="the CPU behaviour")
+@pytest.mark.slow  # runs `python -m grader measure`
 def test_without_a_gpu_it_measures_the_cpu_lists_gpu_figures_and_exits_zero(tmp_path):
     before = recorded.RECORDED_FILE.read_bytes() if recorded.RECORDED_FILE.is_file() else None
     proc = subprocess.run(

@@ -174,6 +174,7 @@ def test_every_exercise_has_cpu_and_cuda_test_cells_with_points(aid):
 
 
 @pytest.mark.parametrize("aid", ASSIGNMENTS)
+@pytest.mark.slow  # runs each student copy in a kernel
 def test_student_copy_runs_until_the_exercises(aid, tmp_path):
     """Demos run without error in the student copy; only the unsolved exercises' test cells
     fail: "not attempted yet", in one line (no traceback into the course's checks), or a check

@@ -34,6 +34,7 @@ def test_compile_problems_only_for_compiling_notebooks(monkeypatch):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # runs verify-gpu steps in subprocesses
 def test_part_one_runs_and_writes_its_summaries(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "grader", "verify-gpu", "--part", "1", "--out", str(tmp_path)],
@@ -153,6 +154,7 @@ def test_a_part_that_graded_nothing_is_not_all_as_declared(tmp_path, monkeypatch
     assert result["still_to_run"] == verify.demo_assignments(2) and not result["ok"]
 
 
+@pytest.mark.slow  # runs verify-gpu steps in subprocesses
 def test_a_step_past_its_limit_is_stopped_with_everything_it_started(tmp_path):
     marker = tmp_path / "child-alive"
     step = verify.Step(
@@ -168,6 +170,7 @@ def test_a_step_past_its_limit_is_stopped_with_everything_it_started(tmp_path):
     assert not step.ok
 
 
+@pytest.mark.slow  # runs verify-gpu steps in subprocesses
 def test_real_pytest_output_is_read_right(tmp_path):
     """A real ``pytest -v`` run: ids with spaces, captured output that looks like outcomes."""
     (tmp_path / "test_x.py").write_text(
