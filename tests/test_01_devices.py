@@ -145,3 +145,34 @@ def test_visible_gpu_count_check_on_a_gpu_machine_rejects_always_zero(monkeypatc
     with pytest.raises(CheckFailed, match="visible_gpu_count\\('0'\\)"):
         checks.check_visible_gpu_count(always_zero)
     checks.check_visible_gpu_count(ref.visible_gpu_count)  # the right counts pass
+
+
+@pytest.mark.parametrize(
+    "env, graded",
+    [
+        ({}, False),
+        ({"NBGRADER_EXECUTION": "validate", "NBGRADER_VALIDATING": "1"}, False),
+        ({"NBGRADER_EXECUTION": "autograde"}, True),
+        ({"GPU_COURSE_AUTOGRADE": "1"}, True),
+    ],
+    ids=["student", "nbgrader-validate", "nbgrader-autograde-any-config", "course-autograde"],
+)
+def test_a_cuda_check_that_cannot_run_scores_0_under_any_autograde(
+    env, graded, monkeypatch, capsys
+):
+    """Without a GPU: under nbgrader's autograde with any configuration (it sets
+    NBGRADER_EXECUTION=autograde) or the course's command, a CUDA check raises (the cell scores
+    0); in a student's run and under validate it says "not checked here" and passes."""
+    from grader.checks import common
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    for name in ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING", "GPU_COURSE_AUTOGRADE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if graded:
+        with pytest.raises(common.NotCheckedWithoutCuda, match="scores 0"):
+            common.cuda_or_not_checked("a CUDA check")
+    else:
+        assert common.cuda_or_not_checked("a CUDA check") is False
+        assert "NOT CHECKED here" in capsys.readouterr().out

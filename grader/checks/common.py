@@ -21,6 +21,13 @@ from grader.runtime import course
 #: student's notebook the same check prints that it was not checked and passes.
 GRADING_ENV = "GPU_COURSE_AUTOGRADE"
 
+#: Set by nbgrader itself in the environment of every notebook it executes, with any
+#: configuration: ``"autograde"`` while autograding, ``"validate"`` while validating
+#: (nbgrader 0.9.6: ``nbgrader/converters/autograde.py``, ``nbgrader/validator.py``). An
+#: autograde under a course configuration that is not the course's own (an instructor's existing
+#: nbgrader course, a JupyterHub's formgrader) is grading mode too.
+NBGRADER_EXECUTION_ENV = "NBGRADER_EXECUTION"
+
 #: Grade ids of test cells that need a CUDA GPU end with this suffix (a course fact, defined in
 #: :mod:`grader.runtime.course` and re-exported here for the checks).
 CUDA_SUFFIX = course.CUDA_SUFFIX
@@ -79,8 +86,12 @@ class NotCheckedWithoutCuda(RuntimeError):
 
 
 def grading_mode() -> bool:
-    """Return True when the kernel runs under the course's autograde command."""
-    return os.environ.get(GRADING_ENV) == "1"
+    """Return True when the code runs under an autograde: the course's command (which sets
+    :data:`GRADING_ENV`) or nbgrader's own ``autograde`` with any configuration (which sets
+    ``NBGRADER_EXECUTION=autograde``). A student's run and nbgrader's ``validate`` are not."""
+    return (
+        os.environ.get(GRADING_ENV) == "1" or os.environ.get(NBGRADER_EXECUTION_ENV) == "autograde"
+    )
 
 
 def cuda_or_not_checked(what: str) -> bool:
