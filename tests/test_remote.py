@@ -213,3 +213,19 @@ def test_judge_runs_checks_here_and_turns_failures_into_outputs():
     assert not verdict.passed and verdict.error == "CheckFailed"
     assert verdict.outputs[-1]["output_type"] == "error"
     assert "must raise ValueError" in verdict.outputs[-1]["evalue"]
+
+
+def test_the_request_code_runs_in_a_fresh_kernel_namespace(capsys):
+    """What the grading side sends to the kernel is code that a fresh namespace can run: it
+    finds :func:`grader.runtime.remote.serve` from the top package by itself (a package moved
+    under another folder once broke every probe under autograde, not the in-process tests)."""
+    code, nonce = remote.request_code(remote.call, "answer", (3,), {})
+    shown = []
+    namespace = {"__builtins__": __builtins__}
+    with (
+        mock.patch.object(remote, "_user_namespace", return_value={"answer": lambda x: x + 1}),
+        mock.patch.object(remote, "_display", lambda n, data: shown.append((n, data))),
+    ):
+        exec(code, namespace)  # noqa: S102 - the course's own request code
+    assert [n for n, _ in shown] == [nonce]
+    assert handover.loads(shown[0][1])["ok"]
