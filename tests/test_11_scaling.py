@@ -151,3 +151,96 @@ def test_reference_bucketed_ddp_and_sharded_optimizer_with_nccl(tmp_path):
         0,
         backend="nccl",
     )
+
+
+def test_timeline_stamps_when_a_collective_completes():
+    def rank_fn(rank, world_size):
+        from datetime import timedelta
+
+        store = dist.distributed_c10d._get_default_store()
+        timeline = checks.CommTimeline(completions=True)
+        with timeline:
+            if rank == 1:  # joins only once rank 0 has marked "started"
+                store.wait(["started"], timedelta(seconds=20))
+            work = dist.all_reduce(torch.ones(4), async_op=True)
+            timeline.mark("started")
+            if rank == 0:
+                store.set("started", "1")
+            work.wait()
+            timeline.mark("waited")
+        plain = checks.CommTimeline()  # completions are off unless asked for
+        with plain:
+            dist.all_reduce(torch.ones(1))
+        time.sleep(0.1)
+        return timeline.events, plain.events
+
+    events, plain = run_ranks(rank_fn, 2, timeout_s=30)[0]
+    reduce, started, waited = events
+    assert reduce["kind"] == "collective" and "done_ns" in reduce
+    assert started["t_ns"] < reduce["done_ns"]
+    assert [e["kind"] for e in plain] == ["collective"] and "done_ns" not in plain[0]
+
+
+def _overlap_timeline(done_after: str | None, step: int = 0) -> list[dict]:
+    """Step events of a checked rank: gradients a, b, c, d at t = 10, 20, 30, 40 and one
+    all-reduce started at 15 that completed at the time of the gradient named (+1)."""
+    t = {"a": 10, "b": 20, "c": 30, "d": 40}
+    events = [{"kind": "step", "step": step, "t_ns": 0}]
+    for name in "abcd":
+        events.append({"kind": "grad", "name": name, "bytes": 4, "t_ns": t[name]})
+        if name == "a":
+            reduce = {"kind": "collective", "op": "allreduce_", "bytes": 8, "t_ns": 15}
+            if done_after:
+                reduce["done_ns"] = t[done_after] + 1
+            events.append(reduce)
+    return events + [{"kind": "backward_end", "t_ns": 50}]
+
+
+def _held(released: bool) -> list[dict]:
+    return [
+        {"kind": "step", "step": 0, "t_ns": 0},
+        {"kind": "held", "checked": 0, "released": released, "waited_ns": 1, "t_ns": 5},
+    ]
+
+
+def test_overlap_check_reads_completions_against_gradients():
+    checks._check_overlap([{"timeline": _overlap_timeline("d")}, {"timeline": _held(True)}], 3.0)
+    checks._check_overlap([{"timeline": _overlap_timeline(None)}, {"timeline": _held(True)}], 3.0)
+    with pytest.raises(
+        AssertionError,
+        match=r"8 bytes \(started when the gradient of a was ready\) "
+        r"had completed before the gradient of c",
+    ):
+        checks._check_overlap([{"timeline": _overlap_timeline("b")}, {"timeline": _held(True)}], 3)
+    with pytest.raises(AssertionError, match="had stopped waiting for it"):
+        checks._check_overlap(
+            [{"timeline": _overlap_timeline(None)}, {"timeline": _held(False)}], 3
+        )
+
+
+def test_state_bytes_leave_out_what_an_inner_optimizer_steps():
+    """A flat fp32 shard that the inner optimizer updates is a parameter, not state."""
+    model = nn.Linear(4, 4)
+    shard = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in model.parameters()])[:10])
+    holder = type("Holder", (), {})()
+    holder.shard, holder.optimizer = shard, torch.optim.Adam([shard])
+    shard.grad = torch.ones(10)
+    holder.optimizer.step()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params |= checks._stepped_storages(holder)
+    assert checks._state_bytes(holder, params, set(), set()) == 2 * 10 * 4
+
+
+def test_zero_memory_cases_separate_exact_from_rounded_division():
+    ref = reference_fn(A, "zero_memory_bytes")
+    fractional = [c for c in checks._zero_cases() if not float(ref(*c)).is_integer()]
+    assert len(fractional) >= 4
+    assert {round(ref(*c)) > ref(*c) for c in fractional} == {True, False}  # up and down
+
+
+def test_unbalanced_model_splits_unequally_by_count():
+    sizes = [
+        p.numel() for p in checks.ddp_test_model(checks.ZERO_UNBALANCED_WIDTHS, 0).parameters()
+    ]
+    first_half = sum(sizes[: len(sizes) // 2])
+    assert 2 * first_half * 4 > 2 * sum(sizes) * 4 / 2 + 2 * max(sizes) * 4  # over the limit

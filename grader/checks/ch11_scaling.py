@@ -8,8 +8,11 @@ The checks reach the student's code through :mod:`grader.runtime.remote`: the ra
 student's ``BucketedDDP`` or ``ShardedOptimizer`` run in the student's process (the
 ``_probe_*`` functions) and hand back plain data: gradients, parameters, the bytes of optimizer
 state each rank holds, and a **timeline** of each rank (:class:`CommTimeline`): the order in
-which gradients became ready during backward and collectives were started, recorded by course
-code at the dispatcher, below anything the student's code calls. The single-process full-batch
+which gradients became ready during backward and collectives were started and completed,
+recorded by course code at the dispatcher, below anything the student's code calls. Overlap is
+judged by ordering, not by durations: in each step of a ``BucketedDDP`` run all ranks but one
+are held back until that one has every gradient (:func:`_rank_bucketed`), so none of its
+all-reduces can complete before its last gradient unless its backward waited for one. The single-process full-batch
 gradients, the unsharded optimizer's parameters, the measured activation memory and every
 verdict are computed here, in the grading process.
 """
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import timedelta
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -75,12 +80,16 @@ class CommTimeline(TorchDispatchMode):
     markers set by course code (``mark``), in order, with ``time.perf_counter_ns`` stamps.
 
     Events are plain dicts: ``{"kind": "collective", "op": "allreduce_", "bytes": 4096,
-    "t_ns": ...}`` or ``{"kind": <marker>, "t_ns": ..., ...}``.
+    "t_ns": ...}`` or ``{"kind": <marker>, "t_ns": ..., ...}``. With ``completions=True`` a
+    collective's event also gets ``"done_ns"``: when its work completed (a callback on the
+    ``Work``'s future, run by the process group when the collective is over on this rank,
+    whether or not anyone waits for it), absent while it has not.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, completions: bool = False) -> None:
         super().__init__()
         self.events: list[dict] = []
+        self.completions = completions
 
     def mark(self, kind: str, **info) -> None:
         """Append a marker (``"grad"`` with the parameter's name, ``"backward_end"``, ...)."""
@@ -89,15 +98,39 @@ class CommTimeline(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         schema = getattr(func, "_schema", None)
         name = getattr(schema, "name", "")
-        if name.startswith("c10d::"):
-            nbytes = sum(t.numel() * t.element_size() for t in _tensors(args[0] if args else ()))
-            self.mark(
-                "collective",
-                op=name.removeprefix("c10d::"),
-                bytes=nbytes,
-                async_op=_argument(schema, "async_op", args, kwargs or {}),
-            )
-        return func(*args, **(kwargs or {}))
+        if not name.startswith("c10d::"):
+            return func(*args, **(kwargs or {}))
+        nbytes = sum(t.numel() * t.element_size() for t in _tensors(args[0] if args else ()))
+        self.mark(
+            "collective",
+            op=name.removeprefix("c10d::"),
+            bytes=nbytes,
+            async_op=_argument(schema, "async_op", args, kwargs or {}),
+        )
+        event = self.events[-1]
+        out = func(*args, **(kwargs or {}))
+        if self.completions:
+            _stamp_completion(out, event)
+        return out
+
+
+def _stamp_completion(out, event: dict) -> None:
+    """Set ``event["done_ns"]`` when the work a ``c10d::`` operator returned completes. The
+    operator returns its ``Work`` as a TorchScript object; ``Work.unbox`` gives the Python
+    ``Work`` whose future the process group completes (gloo: its worker thread; NCCL: when the
+    kernel has run). Left unset where this torch has no such API."""
+    work = out[-1] if isinstance(out, (tuple, list)) and out else out
+    try:
+        from torch._C._distributed_c10d import Work
+
+        future = Work.unbox(work).get_future()
+    except Exception:  # noqa: BLE001 - an operator without a Work, or an older torch
+        return
+
+    def done(_future) -> None:
+        event["done_ns"] = time.perf_counter_ns()
+
+    future.add_done_callback(done)
 
 
 def _argument(schema, name: str, args: tuple, kwargs: dict):
@@ -145,20 +178,69 @@ def _ddp_data(widths: list[int], n: int, seed: int):
 _DDP_LR = 0.1
 
 
-def _rank_bucketed(rank, world_size, cls, widths, seed, x, y, bucket_bytes, steps, device):
+def hold_seconds() -> float:
+    """How long a held rank waits for the checked rank's last gradient (see
+    :func:`_rank_bucketed`): the checked rank's whole backward of these tiny models takes
+    milliseconds, so 3 s (20 s for spawned ranks on a GPU machine, whose first backward may
+    initialise CUDA libraries) is only ever reached when the checked rank's backward waits
+    for the held rank."""
+    return 3.0 if default_start_method() == "fork" else 20.0
+
+
+_HOLD_FAILED = "course_check/hold_timed_out"
+
+
+def _hold_key(step: int) -> str:
+    return f"course_check/last_gradient/step{step}"
+
+
+def _rank_bucketed(rank, world_size, cls, widths, seed, x, y, bucket_bytes, steps, device, hold_s):
     """One rank: wrap the test model in the student's class, run ``steps`` steps of plain SGD
-    on this rank's slice of ``(x, y)`` under a :class:`CommTimeline`; return the gradients after
-    ``finish_gradient_synchronization`` at every step and the timeline."""
+    on this rank's slice of ``(x, y)`` under a :class:`CommTimeline` (with completions); return
+    the gradients after ``finish_gradient_synchronization`` at every step and the timeline.
+
+    In step ``s`` rank ``s % world_size`` is *checked* and the others are *held*: a held rank,
+    when its first gradient of the step is ready (before its hooks can start any all-reduce),
+    waits until the checked rank has every gradient of the step (a key in the process group's
+    store, set by the checked rank's course hook of its last gradient), or ``hold_s`` seconds.
+    No all-reduce of the checked rank can complete before the held ranks join it, so in a
+    wrapper whose backward goes on while its all-reduces run, every all-reduce the checked rank
+    starts before its last gradient completes after it; a hook that waits for one stalls the
+    checked rank's backward until the hold times out, and the timeline shows that all-reduce
+    completed before later gradients were ready."""
     if device == "cuda":
         torch.cuda.set_device(rank)
         device = f"cuda:{rank}"
+    store = dist.distributed_c10d._get_default_store()
+    # A first collective outside the timeline: NCCL creates its communicator there (a call
+    # every rank must make), not inside a held step.
+    dist.all_reduce(torch.zeros(1, device=device))
     model = ddp_test_model(widths, seed).to(device)
-    timeline = CommTimeline()
+    timeline = CommTimeline(completions=True)
     names = {id(p): n for n, p in model.named_parameters()}
+    n_params = len(names)
+    now = {"step": 0, "ready": 0}
+
+    def grad_ready(q: torch.Tensor) -> None:
+        timeline.mark("grad", name=names[id(q)], bytes=q.numel() * q.element_size())
+        now["ready"] += 1
+        step, checked = now["step"], now["step"] % world_size
+        if rank == checked and now["ready"] == n_params:
+            store.set(_hold_key(step), "ready")
+        elif rank != checked and now["ready"] == 1 and not store.check([_HOLD_FAILED]):
+            start = time.perf_counter_ns()
+            try:
+                store.wait([_hold_key(step)], timedelta(seconds=hold_s))
+                released = True
+            except RuntimeError:  # the checked rank did not get there in time
+                released = False
+                store.set(_HOLD_FAILED, "yes")  # seen once is enough: no more holds this run
+            timeline.mark(
+                "held", checked=checked, released=released, waited_ns=time.perf_counter_ns() - start
+            )
+
     for p in model.parameters():  # registered first: runs before the student's hook of p
-        p.register_post_accumulate_grad_hook(
-            lambda q: timeline.mark("grad", name=names[id(q)], bytes=q.numel() * q.element_size())
-        )
+        p.register_post_accumulate_grad_hook(grad_ready)
     per_rank = len(x) // world_size
     part = slice(rank * per_rank, (rank + 1) * per_rank)
     xs, ys = x[part].to(device), y[part].to(device)
@@ -166,6 +248,7 @@ def _rank_bucketed(rank, world_size, cls, widths, seed, x, y, bucket_bytes, step
     with timeline:
         ddp = cls(model, bucket_bytes)
         for step in range(steps):
+            now.update(step=step, ready=0)
             timeline.mark("step", step=step)
             loss = F.mse_loss(ddp(xs), ys)
             loss.backward()
@@ -194,6 +277,7 @@ def _probe_bucketed_ddp(
     every rank's gradients and timeline, or the launcher's report of a failed rank."""
     device = "cuda" if backend == "nccl" else "cpu"
     warm_up_timeline()
+    hold_s = hold_seconds()
     try:
         results = run_ranks(
             _rank_bucketed,
@@ -206,14 +290,15 @@ def _probe_bucketed_ddp(
             bucket_bytes,
             steps,
             device,
+            hold_s,
             backend=backend,
-            timeout_s=rank_deadline_s(),
+            timeout_s=rank_deadline_s() + steps * hold_s,
         )
     except Exception as exc:  # noqa: BLE001 - a rank failed, or the class could not be sent
         return {
             "failed": str(exc) if isinstance(exc, RanksFailed) else f"{type(exc).__name__}: {exc}"
         }
-    return {"ranks": results}
+    return {"ranks": results, "hold_s": hold_s}
 
 
 def single_process_gradients(widths, seed, x, y, steps) -> list[dict]:
@@ -240,6 +325,15 @@ def greedy_buckets(sizes: list[int], bucket_bytes: int) -> list[int]:
         else:
             buckets.append(size)
     return buckets
+
+
+def _buckets_counting_elements(param_bytes: list[int], bucket_bytes: int) -> list[list[int]]:
+    """The bucket sizes (bytes, in the order backward fills them) of an answer that compares
+    ``bucket_bytes`` with numbers of float32 elements, packing in reverse or forward order."""
+    elements = [b // 4 for b in param_bytes]
+    backward = [4 * b for b in greedy_buckets(list(reversed(elements)), bucket_bytes)]
+    forward = [4 * b for b in reversed(greedy_buckets(elements, bucket_bytes))]
+    return [backward, forward]
 
 
 def _steps_of(events: list[dict]) -> list[list[dict]]:
@@ -277,7 +371,10 @@ def _check_timeline(rank: int, events: list[dict], param_bytes: list[int], bucke
             yours=sizes,
             expected=f"each <= {bucket_bytes} bytes, unless it holds one parameter larger "
             "than that",
-            cause="close a bucket before adding a gradient that would make it exceed "
+            cause="bucket_bytes counts bytes: a gradient takes p.numel() * "
+            "p.element_size() bytes (4 per number in float32), not p.numel()"
+            if too_big and sizes in _buckets_counting_elements(param_bytes, bucket_bytes)
+            else "close a bucket before adding a gradient that would make it exceed "
             "bucket_bytes; a parameter larger than bucket_bytes gets a bucket of its own",
         )
         for a, b in zip(sizes, sizes[1:]):
@@ -288,7 +385,11 @@ def _check_timeline(rank: int, events: list[dict], param_bytes: list[int], bucke
                 yours=sizes,
                 expected="buckets filled up to bucket_bytes: every pair of consecutive "
                 "buckets together exceeds it",
-                cause="group several gradients into one flat buffer and all-reduce the "
+                cause=f"a bucket may hold exactly bucket_bytes: add a gradient while the "
+                f"bucket's bytes stay <= bucket_bytes ({a} + {b} = {bucket_bytes}), not < "
+                "bucket_bytes"
+                if a + b == bucket_bytes
+                else "group several gradients into one flat buffer and all-reduce the "
                 "buffer once (one all-reduce per parameter pays the latency of each call)",
             )
         grads = [i for i, e in enumerate(step_events) if e["kind"] == "grad"]
@@ -325,6 +426,65 @@ def _check_timeline(rank: int, events: list[dict], param_bytes: list[int], bucke
             )
 
 
+def _check_overlap(results: list[dict], hold_s: float) -> None:
+    """In step ``s`` rank ``s % world_size`` was checked while the others were held back until
+    it had every gradient (:func:`_rank_bucketed`): none of its all-reduces started before its
+    last gradient may have completed before that gradient was ready, and no held rank may have
+    stopped waiting at the end of the hold."""
+    world_size = len(results)
+    steps = [_steps_of(r["timeline"]) for r in results]
+    for step in range(min(len(s) for s in steps)):
+        checked = step % world_size
+        events = steps[checked][step]
+        grads = [(i, e) for i, e in enumerate(events) if e["kind"] == "grad"]
+        if not grads:
+            continue
+        last_i, last = grads[-1]
+        early_done = [
+            (i, e)
+            for i, e in enumerate(events[:last_i])
+            if _is_all_reduce(e) and e.get("done_ns", last["t_ns"]) < last["t_ns"]
+        ]
+        held = [
+            (r, e)
+            for r in range(world_size)
+            if r != checked
+            for e in steps[r][step]
+            if e["kind"] == "held" and not e["released"]
+        ]
+        if not early_done and not held:
+            continue
+        who = ", ".join(str(r) for r in range(world_size) if r != checked)
+        ranks = f"rank{'s' if world_size > 2 else ''} {who}"
+        if early_done:
+            i, reduce = early_done[0]
+            before = [e["name"] for e in events[:i] if e["kind"] == "grad"]
+            after = next(e["name"] for _, e in grads if e["t_ns"] > reduce["done_ns"])
+            yours = (
+                f"the all-reduce of {reduce['bytes']} bytes (started when the gradient of "
+                f"{before[-1] if before else '(none)'} was ready) had completed before the "
+                f"gradient of {after} was ready"
+            )
+        else:
+            yours = (
+                f"rank {checked} had its last gradient ({last['name']}) only after "
+                f"{ranks} had stopped waiting for it ({hold_s:g} s)"
+            )
+        fail(
+            f"rank {checked}, step {step}: backward going on while the all-reduces run "
+            f"({ranks} held back until rank {checked} had every gradient)",
+            yours=yours,
+            expected=f"every all-reduce started during backward still running when rank "
+            f"{checked}'s last gradient is ready: {ranks} had not joined it yet, so it can "
+            f"complete earlier only if rank {checked}'s backward stood still, waiting for it, "
+            f"until the hold ended after {hold_s:g} s",
+            cause="a hook waited for an all-reduce (work.wait() right after starting it, a "
+            "wait for the previous bucket's work, or another blocking call), so backward "
+            "computed nothing while it ran: keep each bucket's Work and call wait() only in "
+            "finish_gradient_synchronization",
+        )
+
+
 def _check_bucketed(cls, widths, bucket_bytes, seed, steps=2, world_size=2, backend="gloo"):
     x, y = _ddp_data(widths, 4 * world_size, seed)
     seen = cls.probe(
@@ -344,8 +504,14 @@ def _check_bucketed(cls, widths, bucket_bytes, seed, steps=2, world_size=2, back
                 if g is not None and g.shape == w.shape and torch.allclose(g, w, atol=tol):
                     continue
                 ratio = (g.norm() / w.norm()).item() if g is not None and g.shape == w.shape else 0
+                divisor = world_size / ratio if ratio else 0
                 if abs(ratio - world_size) < 1e-3:
                     cause = f"divide the all-reduced sum by the world size ({world_size})"
+                elif divisor > 1.5 and abs(divisor - round(divisor)) < 1e-3:
+                    cause = (
+                        f"you divided the sum by {round(divisor)}: divide by the world size, "
+                        f"dist.get_world_size() ({world_size} here), not a fixed number"
+                    )
                 elif step > 0:
                     cause = (
                         "the first step was right, a later one is not: reset what "
@@ -366,6 +532,7 @@ def _check_bucketed(cls, widths, bucket_bytes, seed, steps=2, world_size=2, back
                     cause=cause,
                 )
         _check_timeline(rank, result["timeline"], param_bytes, bucket_bytes)
+    _check_overlap(seen["ranks"], seen["hold_s"])
 
 
 #: The public check's model: parameters of 1024, 128, 4096, 128, 512 and 16 bytes.
@@ -377,37 +544,63 @@ def check_bucketed_ddp(BucketedDDP) -> None:  # noqa: N803 - the exercise's clas
     ``finish_gradient_synchronization`` every rank holds the full-batch gradient; from each
     rank's recorded timeline, every all-reduce started during backward, the first one before
     the last gradient was computed, each at most ``bucket_bytes`` (unless one parameter is
-    larger) and consecutive buckets full.
+    larger) and consecutive buckets full; and backward went on while the all-reduces ran: in
+    each step one rank is held back until the other has every gradient, and none of the
+    other's all-reduces may complete before its last gradient is ready.
 
     Raises:
         CheckFailed: wrong gradients, all-reduces after backward, buckets too large or not
-            filled, or a rank raised or hung.
+            filled, an all-reduce waited for during backward, or a rank raised or hung.
     """
     cls = student(BucketedDDP, "BucketedDDP")
     _check_bucketed(cls, DDP_WIDTHS, bucket_bytes=2000, seed=0)
     passed(
         "BucketedDDP: full-batch gradients on every rank, buckets within bucket_bytes, "
-        "all-reduces started during backward (2 gloo processes)"
+        "all-reduces started during backward and still running while it went on (2 gloo "
+        "processes)"
     )
 
 
 def check_bucketed_ddp_hidden(BucketedDDP) -> None:  # noqa: N803
-    """Other bucket sizes (a parameter larger than the bucket, and one bucket for all)."""
+    """Three ranks (the average divides by 3) with parameters larger than a bucket; a bucket
+    that fits exactly (``bucket_bytes`` = 16 + 512 + 128 bytes); one bucket for all."""
     cls = student(BucketedDDP, "BucketedDDP")
-    _check_bucketed(cls, [6, 16, 24, 8, 2], bucket_bytes=600, seed=1)
+    _check_bucketed(cls, [6, 16, 24, 8, 2], bucket_bytes=600, seed=1, world_size=3)
+    _check_bucketed(cls, DDP_WIDTHS, bucket_bytes=656, seed=3, steps=1)
     _check_bucketed(cls, DDP_WIDTHS, bucket_bytes=10**6, seed=2, steps=1)
-    passed("BucketedDDP handles parameters larger than a bucket, and one bucket for all")
+    passed(
+        "BucketedDDP averages over 3 ranks, fills a bucket to exactly bucket_bytes, handles "
+        "parameters larger than a bucket and one bucket for all"
+    )
 
 
 # --------------------------------------------------------------------------- ShardedOptimizer
 #: The public check's model: parameter tensors of 512, 32, 1024, 32, 1024, 32, 256, 8 numbers.
 ZERO_WIDTHS = [16, 32, 32, 32, 8]
+#: Its second model: four layers of 256 + 16 numbers, then four tiny ones (32 + 2, 4 + 2, ...):
+#: the first half of the parameter list holds 1088 of the 1140 numbers, so shards of equal
+#: *count* are far from equal in bytes (a model whose halves weigh the same hides that).
+ZERO_UNBALANCED_WIDTHS = [16, 16, 16, 16, 16, 2, 2, 2, 2]
 _ZERO_STEPS = 3
 
 
 def _zero_data(widths, seed):
     g = torch.Generator().manual_seed(seed + 200)
     return torch.randn(16, widths[0], generator=g), torch.randn(16, widths[-1], generator=g)
+
+
+def _children(obj) -> list:
+    """What :func:`_state_bytes` walks into from ``obj``: attributes, container items, an
+    optimizer's ``state`` and ``param_groups`` (modules, classes and leaves: nothing)."""
+    if isinstance(obj, dict):
+        return list(obj.values()) + list(obj.keys())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    if isinstance(obj, torch.optim.Optimizer):
+        return [dict(obj.state), obj.param_groups, vars(obj)]
+    if hasattr(obj, "__dict__") and not isinstance(obj, (type, nn.Module, torch.Tensor)):
+        return list(vars(obj).values())
+    return []
 
 
 def _state_bytes(obj, params: set[int], seen: set[int], storages: set[int], depth: int = 0) -> int:
@@ -423,17 +616,27 @@ def _state_bytes(obj, params: set[int], seen: set[int], storages: set[int], dept
             return 0
         storages.add(key)
         return obj.untyped_storage().nbytes()
-    if isinstance(obj, dict):
-        items = list(obj.values()) + list(obj.keys())
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        items = list(obj)
-    elif isinstance(obj, torch.optim.Optimizer):
-        items = [dict(obj.state), obj.param_groups, vars(obj)]
-    elif hasattr(obj, "__dict__") and not isinstance(obj, (type, nn.Module)):
-        items = list(vars(obj).values())
-    else:
-        return 0
-    return sum(_state_bytes(item, params, seen, storages, depth + 1) for item in items)
+    return sum(_state_bytes(item, params, seen, storages, depth + 1) for item in _children(obj))
+
+
+def _stepped_storages(obj, seen: set[int] | None = None, depth: int = 0) -> set[int]:
+    """Storages of the tensors that the optimizers reachable from ``obj`` update (their
+    ``param_groups``) and of those tensors' gradients: what an optimizer steps is a parameter
+    (the model's own, or a shard of them flattened into one tensor), not optimizer state."""
+    seen = set() if seen is None else seen
+    if depth > 6 or id(obj) in seen or isinstance(obj, torch.Tensor):
+        return set()
+    seen.add(id(obj))
+    found: set[int] = set()
+    if isinstance(obj, torch.optim.Optimizer):
+        for group in obj.param_groups:
+            for p in group["params"]:
+                found.add(p.untyped_storage().data_ptr())
+                if p.grad is not None:
+                    found.add(p.grad.untyped_storage().data_ptr())
+    for item in _children(obj):
+        found |= _stepped_storages(item, seen, depth + 1)
+    return found
 
 
 def _rank_sharded(rank, world_size, cls, optimizer_name, kwargs, widths, seed, x, y, device):
@@ -454,10 +657,28 @@ def _rank_sharded(rank, world_size, cls, optimizer_name, kwargs, widths, seed, x
     params |= {
         p.grad.untyped_storage().data_ptr() for p in model.parameters() if p.grad is not None
     }
-    return {
+    params |= _stepped_storages(optimizer)
+    result = {
         "params": {n: p.detach().cpu().clone() for n, p in model.named_parameters()},
         "state_bytes": _state_bytes(optimizer, params, set(), set()),
     }
+    # zero_grad must clear every parameter's gradient (every rank computed all of them), in
+    # both of its modes; what is left in .grad after it is handed back.
+    not_cleared = {}
+    for label, kwargs in (
+        ("zero_grad()", {}),
+        ("zero_grad(set_to_none=False)", {"set_to_none": False}),
+    ):
+        F.mse_loss(model(x), y).backward()
+        optimizer.zero_grad(**kwargs)
+        not_cleared[label] = [
+            n
+            for n, p in model.named_parameters()
+            if p.grad is not None and bool(p.grad.ne(0).any())
+        ]
+    result["not_cleared"] = not_cleared
+    result["n_params"] = len(list(model.parameters()))
+    return result
 
 
 def _probe_sharded(
@@ -511,7 +732,10 @@ def _check_sharded(cls, optimizer_name, kwargs, widths, seed, world_size=2, back
     seen = cls.probe(
         _probe_sharded, world_size, optimizer_name, kwargs, widths, seed, x, y, backend
     )
-    what = f"ShardedOptimizer(params, torch.optim.{optimizer_name}) in {world_size} processes"
+    what = (
+        f"ShardedOptimizer(params, torch.optim.{optimizer_name}) in {world_size} processes, "
+        f"model of Linear layers of widths {widths}"
+    )
     if "failed" in seen:
         _ranks_failed(what, seen["failed"], "ShardedOptimizer")
     want, full_state = unsharded_training(optimizer_name, kwargs, widths, seed, x, y)
@@ -540,7 +764,13 @@ def _check_sharded(cls, optimizer_name, kwargs, widths, seed, world_size=2, back
         yours=held,
         expected=f"each at most {full_state}/{world_size} + the state of the largest "
         f"parameter = {limit:.0f} bytes",
-        cause="keep state only for this rank's shard (build the inner optimizer on the "
+        cause=f"every rank must own a share: deal the parameters over all "
+        f"dist.get_world_size() ranks ({world_size} here), not over a fixed number of them "
+        f"(rank{'s' if held.count(0) > 1 else ''} "
+        f"{', '.join(str(r) for r, h in enumerate(held) if h == 0)} "
+        f"own{'' if held.count(0) > 1 else 's'} nothing)"
+        if 0 in held and len(held) > 1
+        else "keep state only for this rank's shard (build the inner optimizer on the "
         "parameters this rank owns), and balance the shards by bytes, not by parameter count "
         "or position (weights and biases differ in size)"
         if sum(held) < full_state * 1.5
@@ -555,29 +785,52 @@ def _check_sharded(cls, optimizer_name, kwargs, widths, seed, world_size=2, back
         "state on some rank)",
         cause="give every parameter to exactly one rank",
     )
+    for rank, result in enumerate(seen["ranks"]):
+        for call, names in result["not_cleared"].items():
+            require(
+                not names,
+                f"{what}: rank {rank}: the gradients left after ShardedOptimizer.{call}, "
+                "following a backward that gave every parameter a gradient",
+                yours=f"{len(names)} of {result['n_params']} parameters still hold a "
+                f"nonzero .grad: {', '.join(names[:6])}{', ...' if len(names) > 6 else ''}",
+                expected="no gradient left: every parameter's .grad None (or all zeros)",
+                cause="clear the gradients of all the parameters, not only this rank's shard: "
+                "the inner optimizer's zero_grad knows only the parameters it was built on, but "
+                "every rank's backward computes the gradient of every parameter, and what is "
+                "left in .grad adds up with the next step's (and holds memory)"
+                if len(names) < result["n_params"]
+                else "zero_grad must clear every parameter's .grad: set it to None, or with "
+                "set_to_none=False zero it in place (p.grad.zero_())",
+            )
 
 
 def check_sharded_optimizer(ShardedOptimizer) -> None:  # noqa: N803 - the exercise's class name
-    """Two gloo ranks, three steps of Adam on the same gradients: every rank's parameters equal
-    those of one unsharded Adam, and each rank holds about half of the optimizer state (bytes
-    of the tensors its optimizer keeps, counted here).
+    """Two gloo ranks, three steps of Adam on the same gradients, for two models (one whose
+    parameter list is front-heavy, so equal counts are unequal bytes): every rank's parameters
+    equal those of one unsharded Adam, each rank holds about half of the optimizer state (bytes
+    of the tensors its optimizer keeps, counted here), and after ``zero_grad()`` and
+    ``zero_grad(set_to_none=False)`` no parameter holds a nonzero gradient.
 
     Raises:
-        CheckFailed: parameters differ, a rank holds too much state, or a rank raised or hung.
+        CheckFailed: parameters differ, a rank holds too much state, gradients left after
+            zero_grad, or a rank raised or hung.
     """
     cls = student(ShardedOptimizer, "ShardedOptimizer")
     _check_sharded(cls, "Adam", {"lr": 0.01}, ZERO_WIDTHS, seed=0)
+    _check_sharded(cls, "Adam", {"lr": 0.01}, ZERO_UNBALANCED_WIDTHS, seed=4)
     passed(
         "ShardedOptimizer: parameters equal unsharded Adam, each rank holds its share of the "
-        "state (2 gloo processes)"
+        "state in bytes (also when the parameter list is front-heavy), zero_grad clears every "
+        "gradient (2 gloo processes)"
     )
 
 
 def check_sharded_optimizer_hidden(ShardedOptimizer) -> None:  # noqa: N803
-    """AdamW with weight decay and another model."""
+    """AdamW with weight decay and another model; and 3 ranks (each owns about a third)."""
     cls = student(ShardedOptimizer, "ShardedOptimizer")
     _check_sharded(cls, "AdamW", {"lr": 0.02, "weight_decay": 0.1}, [12, 24, 24, 24, 6], seed=1)
-    passed("ShardedOptimizer matches unsharded AdamW")
+    _check_sharded(cls, "AdamW", {"lr": 0.02, "weight_decay": 0.1}, [12] * 9, seed=5, world_size=3)
+    passed("ShardedOptimizer matches unsharded AdamW, on 2 and on 3 ranks")
 
 
 # --------------------------------------------------------------------------- activation_bytes
@@ -655,6 +908,11 @@ def _check_activations(activation_bytes, cases) -> None:
         size = torch.empty((), dtype=dt).element_size()
         if isinstance(got, float) and got == want:
             cause = "return an int (a number of bytes), not a float"
+        elif isinstance(got, (int, float)) and got == 8 * want:
+            cause = (
+                "count bytes, not bits: torch.finfo(dtype).bits is 8 times the element size "
+                "(use torch.empty((), dtype=dtype).element_size() or dtype.itemsize)"
+            )
         elif ck:
             cause = (
                 "a checkpointed block keeps only its input (batch * d_model numbers); what it "
@@ -752,12 +1010,28 @@ def check_activation_bytes_cuda(activation_bytes) -> None:
 
 # --------------------------------------------------------------------------- zero_memory_bytes
 def _zero_cases():
-    return [
+    """24 cases that divide exactly, and 6 whose shards are not whole numbers of bytes (the
+    world size does not divide 12, 2 or 16 times the count): those tell the exact quotient
+    from one rounded, floored (//) or rounded up."""
+    exact = [
         (n, ws, stage)
         for n in (1_000_000, 7_500_000_000)
         for ws in (1, 8, 64)
         for stage in (0, 1, 2, 3)
     ]
+    fractional = [
+        (1_000_003, 7, 1),
+        (1_000_003, 7, 3),
+        (1_000_003, 12, 2),
+        (5, 3, 2),
+        (5, 3, 3),
+        (5, 7, 1),
+    ]
+    return exact + fractional
+
+
+#: Units a number of bytes may have been mistaken for, with their size in bytes.
+_BYTE_UNITS = {"GB": 1e9, "GiB": 2**30, "MB": 1e6, "MiB": 2**20}
 
 
 def _check_zero_memory(zero_memory_bytes, cases) -> None:
@@ -773,13 +1047,39 @@ def _check_zero_memory(zero_memory_bytes, cases) -> None:
         if ok:
             continue
         gib = f" ({want / 2**30:.1f} GiB)" if want > 2**30 else ""
+        number = isinstance(got, (int, float)) and not isinstance(got, bool)
+        unit = next(
+            (
+                u
+                for u, size in _BYTE_UNITS.items()
+                if number and abs(got * size - want) <= 1e-6 * want
+            ),
+            None,
+        )
+        if (
+            number
+            and float(got).is_integer()
+            and not float(want).is_integer()
+            and abs(got - want) < 16
+        ):
+            cause = (
+                f"you rounded (yours is a whole number within 16 bytes of the exact value): "
+                f"with {ws} ranks a shard of {n} parameters is not a whole number of bytes; "
+                "return the exact quotient (/), without round, int(), // or math.ceil"
+            )
+        elif unit:
+            cause = f"return bytes, not {unit} (you divided by {_BYTE_UNITS[unit]:.6g})"
+        else:
+            cause = (
+                "2 bytes of bf16 parameters + 2 of gradients + 12 of fp32 Adam state (master "
+                "weights, first and second moments) per parameter; stage 1 divides the 12 by the "
+                "world size, stage 2 the gradients too, stage 3 the parameters too"
+            )
         fail(
             f"zero_memory_bytes({n}, {ws}, stage={stage})",
             yours=got,
-            expected=f"{want:.6g}{gib}",
-            cause="2 bytes of bf16 parameters + 2 of gradients + 12 of fp32 Adam state (master "
-            "weights, first and second moments) per parameter; stage 1 divides the 12 by the "
-            "world size, stage 2 the gradients too, stage 3 the parameters too",
+            expected=f"{want:.10g}{gib}",
+            cause=cause,
         )
     for args, _ in bad:
         try:
@@ -797,7 +1097,8 @@ def _check_zero_memory(zero_memory_bytes, cases) -> None:
 
 
 def check_zero_memory_bytes(zero_memory_bytes) -> None:
-    """Compare with ZeRO's model-state arithmetic on 24 cases (Rajbhandari et al., 2020).
+    """Compare with ZeRO's model-state arithmetic on 30 cases (Rajbhandari et al., 2020), 6 of
+    them with shards that are not whole numbers of bytes (exact division, no rounding).
 
     Raises:
         CheckFailed: a value differs, or an unknown stage does not raise ValueError.
