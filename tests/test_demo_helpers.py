@@ -14,7 +14,8 @@ matplotlib.use("Agg")
 
 def test_missing_figure_is_said_plainly(monkeypatch, tmp_path):
     monkeypatch.setattr(recorded, "RECORDED_FILE", tmp_path / "none.json")
-    assert recorded.load() == []
+    monkeypatch.setattr(recorded, "PUBLISHED_FILE", tmp_path / "none published.json")
+    assert recorded.load() == [] and recorded.load_published() == []
     text = recorded.describe("matmul_bf16_8192", "bf16 matmul at 8192")
     assert text.startswith(
         "No reference figure for bf16 matmul at 8192 has been recorded on a real GPU yet"

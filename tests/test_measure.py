@@ -72,12 +72,12 @@ def test_every_figure_the_notebooks_look_up_is_measured_by_some_group():
     import inspect
     import re
 
-    produced = set(re.findall(r'Figure\(\s*"([a-z0-9_]+)"', inspect.getsource(measure)))
+    produced = set(re.findall(r'Figure\(\s*"([A-Za-z0-9_]+)"', inspect.getsource(measure)))
     produced |= {f"amp_resnet18_step_{k}_ms" for k in ("fp32", "tf32", "fp16", "bf16")}
     looked_up = set()
     for aid in course.assignments():
         for cell in course.read(course.source_path(aid)).cells:
-            looked_up |= set(re.findall(r'describe\(\s*"([a-z0-9_]+)"', cell.source))
+            looked_up |= set(re.findall(r'describe\(\s*"([A-Za-z0-9_]+)"', cell.source))
     assert looked_up <= produced, sorted(looked_up - produced)
 
 

@@ -5,8 +5,9 @@ reference loader), the CPU stand-ins for GPU behaviour (:mod:`~grader.runtime.si
 ``simulated_site/`` start-up hook of a simulated multi-GPU process), the profiler-trace reader
 (:mod:`~grader.runtime.trace`) and per-rank timelines (:mod:`~grader.runtime.timeline`), CPU
 process groups (:mod:`~grader.runtime.distributed`), data sets (:mod:`~grader.runtime.datasets`),
-figures recorded on a GPU (:mod:`~grader.runtime.recorded`), and the probe protocol between a
-student's kernel and the grading process (:mod:`~grader.runtime.remote`,
+figures measured on a GPU or published for one (:mod:`~grader.runtime.recorded`), the text of
+CUDA errors that the CPU stand-ins word differently (:mod:`~grader.runtime.cuda_messages`), and the
+probe protocol between a student's kernel and the grading process (:mod:`~grader.runtime.remote`,
 :mod:`~grader.runtime.handover`).
 
 May import: the standard library, third-party packages, and other modules of this package. Never
