@@ -13,7 +13,13 @@ from grader.checks.common import CheckFailed
 from grader.runtime import trace as tracing
 from grader.runtime.simulate import simulated_cuda
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    answer_fn,
+    assert_sample_scores_as_declared,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "10_profiling"
 NAMES = [
@@ -119,12 +125,153 @@ def test_overlap_fraction_of_hand_made_events():
     assert tracing.parse({"traceEvents": []}).overlap_fraction() == 0.0
 
 
-def test_compiled_step_is_counted_op_by_op_on_the_simulated_gpu_and_told_so():
+def test_an_eager_chain_is_counted_op_by_op_and_told_to_fuse():
     def hand_chain(x, w, b):
         return checks.unfused_step(x, w, b)
 
-    with pytest.raises(CheckFailed, match="fused operators"):
+    with pytest.raises(CheckFailed, match="fused operators.*torch.compile"):
         checks.check_fused_step(hand_chain)
+
+
+def _cpu_event(name, ts, dur):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_cpu_kernels_are_generated_kernels_and_top_level_operators_that_do_work():
+    events = [
+        _cpu_event("Torch-Compiled Region: 0/0", 0, 100),
+        _cpu_event("## Call CompiledFxGraph abc ##", 1, 98),
+        _cpu_event("aten::addmm", 2, 40),
+        _cpu_event("aten::expand", 3, 1),  # inside addmm
+        _cpu_event("aten::copy_", 5, 2),  # inside addmm
+        _cpu_event("graph_0_cpp_fused_add_mul_pow_tanh_0", 50, 40),
+        _cpu_event("aten::t", 120, 1),  # a view: no kernel
+        _cpu_event("aten::empty_strided", 122, 1),  # an allocation: no kernel
+        _cpu_event("aten::mul", 125, 5),  # an eager operator after the compiled graph
+    ]
+    trace = tracing.parse(events)
+    assert [e.name for e in trace.cpu_kernels] == [
+        "aten::addmm",
+        "graph_0_cpp_fused_add_mul_pow_tanh_0",
+        "aten::mul",
+    ]
+    assert len(trace.compiled_regions) == 1
+
+
+def test_a_compiled_unfused_step_is_judged_by_inductors_kernels_on_the_cpu():
+    compiled = torch.compile(checks.unfused_step)
+    seen = checks._probe_fused_compiled(compiled)
+    assert seen is not None and seen["compiled"]
+    kernels = [e.name for e in tracing.parse(seen["events"]).within(checks.WINDOW).cpu_kernels]
+    assert len(kernels) == 2 and "aten::addmm" in kernels, kernels
+    assert any("cpp_fused" in k for k in kernels), kernels
+    assert checks._probe_fused_compiled(reference_fn(A, "fused_step")) is None  # eager
+
+
+@pytest.mark.parametrize(
+    "softmax, layer_norm, ok",
+    [
+        (3.0, 3.0, True),
+        (10.0, 10.0, True),
+        (4.5, 7.25, True),
+        (5.0, 2.9, False),
+        (5.0, 10.1, False),
+        (11.0, 8.0, False),
+        (5.0, 12.0, False),  # inside the old 2x band around the reference's 8
+    ],
+)
+def test_softmax_and_layer_norm_are_held_to_the_stated_range(softmax, layer_norm, ok):
+    ref = reference_fn(A, "arithmetic_intensity")
+    flops = {"softmax": softmax, "layer_norm": layer_norm}
+
+    def counted(op, shape, dtype=torch.float32):
+        if op in flops:
+            return flops[op] / (2 * dtype.itemsize)
+        return ref(op, shape, dtype)
+
+    if ok:
+        checks.check_arithmetic_intensity(counted)
+    else:
+        with pytest.raises(CheckFailed, match="3 to 10 FLOPs per element"):
+            checks.check_arithmetic_intensity(counted)
+
+
+def test_every_gpu_and_dtype_the_cases_use_has_a_figure_and_float32_is_plain_fp32():
+    for _, _, dtype, gpu in checks.BOUND_CASES:
+        assert checks.GPUS[gpu].tflops[checks.DTYPE_KEYS[dtype]] is not None
+    for spec in checks.GPUS.values():  # CUDA-core FP32, below every Tensor Core figure
+        assert spec.tflops["fp32"] < spec.tflops["fp16"]
+    assert checks.GPUS["T4"].tflops["bf16"] is None
+
+
+def test_cases_close_to_the_ridge_tell_the_units_apart():
+    """GiB/s for GB/s, 2^40 for 10^12 and TF32 for float32 each flip at least one verdict; no
+    case lies within 1 % of its ridge (floating point cannot decide it)."""
+    ref = reference_fn(A, "arithmetic_intensity")
+
+    def verdicts(scale_fp32=1.0, scale_16=1.0):
+        out = []
+        for op, shape, dtype, gpu in checks.BOUND_CASES:
+            ridge = checks.GPUS[gpu].ridge(dtype)
+            ridge *= scale_fp32 if dtype == torch.float32 else scale_16
+            out.append("compute" if ref(op, shape, dtype) >= ridge else "memory")
+        return out
+
+    right = verdicts()
+    assert verdicts(1e9 / 2**30, 1e9 / 2**30) != right  # bandwidth in GiB/s
+    assert verdicts(2**40 / 1e12, 2**40 / 1e12) != right  # peak in 2^40 FLOP/s
+    assert verdicts(494.7 / 66.9) != right  # float32 on the H100's TF32 Tensor Cores
+    for op, shape, dtype, gpu in checks.BOUND_CASES:
+        assert abs(ref(op, shape, dtype) / checks.GPUS[gpu].ridge(dtype) - 1) > 0.01
+
+
+def test_the_roofline_of_a_gpu_without_the_dtype_says_which_peak_it_draws():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    checks.plot_roofline(ax, {"add": 0.1}, dtype_key="bf16")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+    assert any(label.startswith("T4 (fp16: no bf16)") for label in labels), labels
+
+
+def _no_record_stream_pipeline():
+    return answer_fn(A, "wrong_pipeline_no_record_stream", "overlapped_pipeline")
+
+
+def test_without_record_stream_the_copy_bound_case_alone_shows_no_race():
+    """The hole the compute-bound case closes: in the copy-bound case the freed batch is reused
+    after its last reader finished, so only the compute-bound case catches the missing
+    record_stream."""
+    seen = checks._probe_pipeline_simulated(_no_record_stream_pipeline())
+    assert seen["race"] is None
+    memory = checks._probe_pipeline_memory(_no_record_stream_pipeline())
+    assert memory["kind"] == "reuse_while_read"
+
+
+def test_a_launch_bound_loop_without_record_stream_still_reuses_memory_too_early():
+    """Extra host work per batch (60 small launches on a scratch tensor) makes the loop
+    launch-bound; the compute-bound GPU still reads each batch when its memory is reused."""
+    pipeline = _no_record_stream_pipeline()
+
+    def launch_bound(model, batches, device):
+        scratch = torch.zeros(8, device=device)
+
+        class Busy(torch.nn.Module):
+            def forward(self, x):
+                for _ in range(60):
+                    scratch.add_(1.0)
+                return model(x)
+
+        return pipeline(Busy(), batches, device)
+
+    memory = checks._probe_pipeline_memory(launch_bound)
+    assert memory["kind"] == "reuse_while_read", memory
+    reference = reference_fn(A, "overlapped_pipeline")
+    assert checks._probe_pipeline_memory(reference)["race"] is None
 
 
 def test_unknown_op_must_raise_value_error():

@@ -11,6 +11,7 @@ from grader.runtime.timeline import LANE_GPU, profile_spans
 from grader.tools import samples
 
 from .helpers import assert_sample_scores_as_declared
+from .sync_cases import NO_SYNCS, SYNCS, sync_inputs
 
 pytestmark = pytest.mark.cuda
 
@@ -35,6 +36,33 @@ def test_sample_scores_as_declared_on_the_gpu(sample):
 
 def test_measured_sync_points_match_the_answer_key():
     assert ch02_async.measured_sync_points() == course.reference("02_async").SYNC_POINTS
+
+
+def _waits_on_the_gpu(case) -> bool:
+    """Whether the case makes CUDA report a synchronizing call (set_sync_debug_mode("error"))."""
+    inputs = sync_inputs("cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        case(**inputs)
+    except RuntimeError as exc:
+        if "synchroniz" not in str(exc):
+            raise
+        return True
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
+    return False
+
+
+@pytest.mark.parametrize("name", list(SYNCS))
+def test_the_cases_the_simulated_gpu_counts_as_syncs_synchronize_on_cuda(name):
+    assert _waits_on_the_gpu(SYNCS[name])
+
+
+@pytest.mark.parametrize("name", list(NO_SYNCS))
+def test_the_cases_the_simulated_gpu_counts_as_no_sync_do_not_synchronize_on_cuda(name):
+    assert not _waits_on_the_gpu(NO_SYNCS[name])
 
 
 def test_timeline_has_gpu_kernels():

@@ -5,6 +5,7 @@ from time import perf_counter as imported_perf_counter
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from grader.runtime.simulate import (
     COPY_TO_CPU,
@@ -14,6 +15,8 @@ from grader.runtime.simulate import (
     SyncRecorder,
     simulated_cuda,
 )
+
+from .sync_cases import NO_SYNCS, SYNCS, TWO_DEVICES, sync_inputs
 
 pytestmark = pytest.mark.skipif(
     torch.cuda.is_available(), reason="simulated_cuda is for CPU-only machines"
@@ -291,3 +294,80 @@ def test_tf32_state_is_read_without_mixing_legacy_and_new_flags():
             assert sim.matmul_tflops(torch.float32, 64, 64, 64) == SIM_MATMUL_TFLOPS[torch.float32]
     finally:
         matmul.fp32_precision = saved
+
+
+# --------------------------------------------------------------------------- what synchronizes
+# Each case of tests/sync_cases.py runs on the simulated GPU (one sync in the trace, or none) and
+# under SyncRecorder, where CPU tensors stand for GPU tensors.
+def _syncs_on_the_simulated_gpu(case) -> int:
+    from torch.profiler import record_function
+
+    from grader.runtime import trace as tracing
+
+    with simulated_cuda(kernels=True, virtual_time=True, allow_real_gpu=True) as sim:
+        on_device = sync_inputs("cuda")
+        with record_function("case"):
+            case(**on_device)
+        return len(tracing.parse(sim.chrome_trace()).within("case").syncs)
+
+
+@pytest.mark.parametrize("name", list(SYNCS))
+def test_ops_known_to_synchronize_wait_once_on_the_simulated_gpu(name):
+    assert _syncs_on_the_simulated_gpu(SYNCS[name]) == 1
+
+
+@pytest.mark.parametrize("name", list(NO_SYNCS))
+def test_ops_known_not_to_synchronize_do_not_wait_on_the_simulated_gpu(name):
+    assert _syncs_on_the_simulated_gpu(NO_SYNCS[name]) == 0
+
+
+@pytest.mark.parametrize("name", [n for n in SYNCS if n not in TWO_DEVICES])
+def test_sync_recorder_flags_the_ops_known_to_synchronize(name):
+    inputs = sync_inputs()
+    with SyncRecorder() as rec:
+        SYNCS[name](**inputs)
+    assert len(rec.calls) == 1, rec.calls
+
+
+@pytest.mark.parametrize("name", [n for n in NO_SYNCS if n not in TWO_DEVICES])
+def test_sync_recorder_passes_the_ops_known_not_to_synchronize(name):
+    inputs = sync_inputs()
+    with SyncRecorder() as rec:
+        NO_SYNCS[name](**inputs)
+    assert rec.calls == []
+
+
+def test_sync_decisions_follow_semantics_not_names():
+    """The same function synchronizes or not with its arguments: num_classes, output_size, a
+    boolean or an integer index, a host or a device value."""
+    from grader.runtime.simulate import MASK_TO_INDICES, host_read_reason
+
+    x, ind, repeats = torch.rand(4), torch.tensor([0, 2]), torch.tensor([2])
+    mask = x > 0.5
+    assert host_read_reason(F.one_hot, (ind,), {}) is not None
+    assert host_read_reason(F.one_hot, (ind,), {"num_classes": 4}) is None
+    assert host_read_reason(torch.repeat_interleave, (x, repeats), {}) is not None
+    assert host_read_reason(torch.repeat_interleave, (x, repeats), {"output_size": 8}) is None
+    assert host_read_reason(torch.Tensor.__getitem__, (x, mask), {}) is not None
+    assert host_read_reason(torch.Tensor.__getitem__, (x, ind), {}) is None
+    setitem = torch.Tensor.__setitem__
+    assert host_read_reason(setitem, (x.clone(), mask, torch.tensor(1.0)), {}) == MASK_TO_INDICES
+    assert (
+        host_read_reason(setitem, (x.clone(), mask, torch.tensor(1.0)), {}, lambda t: t.dim() > 0)
+        is None
+    )  # one host value through one mask: masked_fill
+
+
+def test_kernel_time_scale_makes_every_kernel_slower_by_that_factor():
+    def kernel_us(scale):
+        with simulated_cuda(
+            kernels=True, virtual_time=True, allow_real_gpu=True, kernel_time_scale=scale
+        ) as sim:
+            a = torch.randn(256, 256).to("cuda")
+            a @ a
+            return [(k.end - k.start) * 1e6 for k in sim.kernels if k.kind == "kernel"]
+
+    assert kernel_us(50.0) == pytest.approx([50 * t for t in kernel_us(1.0)])
+    with pytest.raises(ValueError, match="kernel_time_scale"):
+        with simulated_cuda(kernels=True, kernel_time_scale=0):
+            pass

@@ -32,8 +32,11 @@ simulations wherever a student sees them:
 * :class:`SyncRecorder` is a :class:`torch.overrides.TorchFunctionMode` that records
   every tensor call which, on a GPU, makes the host wait for the device (``.item()``,
   ``.tolist()``, ``.cpu()``, ``bool(t)``, printing a tensor, boolean-mask indexing,
-  ...). On the CPU nothing waits, but the calls are the same, so a loop that would
-  synchronize on a GPU is caught here too. Blocking copies to the CPU (``t.to("cpu")``,
+  ``F.one_hot`` without ``num_classes``, ...). On the CPU nothing waits, but the calls are
+  the same, so a loop that would synchronize on a GPU is caught here too. Which calls wait is
+  decided by :func:`host_read_reason` from each operator's semantics (does the host need a
+  value of the data, or a size that depends on it?), the same rule the kernel model's traces
+  follow. Blocking copies to the CPU (``t.to("cpu")``,
   ``cpu_tensor.copy_(t)``) are recorded when ``t`` is on another device: run the code on
   ``meta`` tensors to see them (see the class).
 """
@@ -205,6 +208,9 @@ class SimulatedCuda:
             sleeping, and ``time.perf_counter``/``monotonic``/``time`` read it (each read
             advances it by 1 nanosecond, so no interval is ever zero). Results are then
             exact and instant; host computation takes no time.
+        kernel_time_scale: The kernel model's kernels take this many times their roofline
+            duration (a slower GPU): a check makes the device run far behind the host with it,
+            as a compute-bound loop does, whatever the host does between launches.
     """
 
     def __init__(
@@ -216,6 +222,7 @@ class SimulatedCuda:
         pageable_gbps: float | None = None,
         pin_gbps: float | None = None,
         virtual_time: bool = False,
+        kernel_time_scale: float = 1.0,
     ):
         if device_count < 0:
             raise ValueError(f"device_count must be >= 0, got {device_count}")
@@ -225,6 +232,9 @@ class SimulatedCuda:
         self.pageable_gbps = pageable_gbps or h2d_gbps
         self.pin_gbps = pin_gbps
         self.virtual_time = virtual_time
+        if kernel_time_scale <= 0:
+            raise ValueError(f"kernel_time_scale must be > 0, got {kernel_time_scale}")
+        self.kernel_time_scale = kernel_time_scale
         self._vclock = 1000.0
         self.streams: list[_SimStream] = []
         self.default = _SimStream(self)
@@ -1046,11 +1056,14 @@ def simulated_cuda(
         yield sim
 
 
-#: Tensor calls that make the host wait for the device when the tensor lives on a GPU.
-SYNCHRONIZING_CALLS = {
+# --------------------------------------------------------------------------- what synchronizes
+#: The words a message uses for the host reads a student meets most, by the call's name. For
+#: messages only: whether a call synchronizes is decided by :func:`host_read_reason`.
+SYNC_WORDS = {
     "item": ".item()",
     "tolist": ".tolist()",
     "numpy": ".numpy()",
+    "__array__": "numpy.asarray(tensor)",
     "cpu": ".cpu()",
     "__bool__": "bool(tensor) / if tensor: (a data-dependent branch)",
     "__float__": "float(tensor)",
@@ -1062,10 +1075,19 @@ SYNCHRONIZING_CALLS = {
     "unique": "torch.unique (output size depends on the data)",
     "masked_select": "torch.masked_select (output size depends on the data)",
 }
-
+BOOLEAN_MASK = "boolean-mask indexing x[mask] (output size depends on the data)"
+MASK_TO_INDICES = (
+    "assigning a tensor through a boolean mask, x[mask] = value (the mask becomes indices, "
+    "whose count depends on the data; x[mask] = 1.0 is a masked_fill and does not wait)"
+)
+HOST_INDEX = (
+    "indexing a device tensor with an index tensor on the host (copied to the device from "
+    "pageable memory first)"
+)
 #: What :class:`SyncRecorder` records for a blocking copy from a device tensor to the CPU.
 TO_CPU = ".to('cpu') of a device tensor (a blocking device-to-host copy)"
 COPY_TO_CPU = "cpu_tensor.copy_(device_tensor) (a blocking device-to-host copy)"
+TENSOR_OF_TENSORS = "torch.tensor(list of device tensors) (copies each one to the host)"
 #: ... and for ``torch.where`` with the condition alone (``torch.nonzero`` by another name).
 WHERE_ONE_ARG = (
     "torch.where(condition) with one argument (= nonzero: output size depends on the data)"
@@ -1073,15 +1095,258 @@ WHERE_ONE_ARG = (
 #: The records that need a tensor on a device other than the CPU to be seen (see SyncRecorder).
 DEVICE_TO_HOST = (TO_CPU, COPY_TO_CPU)
 
+#: Python's protocols that hand a tensor's values to Python as text or as an array: what they
+#: return is the data itself. FakeTensor cannot tell (it prints a placeholder of its own), so
+#: these are the calls :func:`host_read_reason` knows by name.
+HOST_CONVERSIONS = frozenset({"__repr__", "__format__", "numpy", "__array__"})
+
+
+class _Unkeyable(Exception):
+    """An argument that cannot be part of a cache key."""
+
+
+def _key(value, is_device):
+    """What a sync decision depends on: tensors by shape, dtype, device and placement, the
+    other arguments by value (a tensor's data never enters)."""
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), value.dtype, value.device.type, bool(is_device(value)),
+                value.requires_grad)  # fmt: skip
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key(v, is_device) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _key(v, is_device)) for k, v in sorted(value.items())))
+    if isinstance(value, slice):
+        return ("slice", value.start, value.stop, value.step)
+    if value is None or value is Ellipsis or isinstance(
+        value, (bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
+                torch.memory_format)
+    ):  # fmt: skip
+        return (type(value).__name__, value)
+    raise _Unkeyable
+
+
+class _IndexTensors(TorchDispatchMode):
+    """Watches the ATen operators of a fake run for the index tensors of advanced indexing (an
+    operator argument of type ``Tensor?[]``) that the host must handle first:
+
+    * a bool or uint8 mask, which CUDA turns into integer indices with ``nonzero`` (a count that
+      depends on the data), except when one host value is assigned through one mask, which it
+      runs as ``masked_fill`` (``canDispatchToMaskedFill`` in ATen's
+      ``TensorAdvancedIndexing.cpp``): :attr:`kind` ``"mask"``;
+    * integer indices on the host for a tensor on the device, copied to the device from pageable
+      memory (a copy the host waits for): :attr:`kind` ``"host_index"``.
+    """
+
+    def __init__(self, device_fakes: set[int]):
+        super().__init__()
+        self.device_fakes = device_fakes  # ids of the fakes of device tensors
+        self.kind: str | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.kind is None:
+            self.kind = self._host_work(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _host_work(self, func, args, kwargs) -> str | None:
+        values = dict(kwargs)
+        for i, arg in enumerate(func._schema.arguments):
+            if i < len(args):
+                values[arg.name] = args[i]
+        indices = [
+            index
+            for arg in func._schema.arguments
+            if str(arg.type) == "List[Optional[Tensor]]"
+            for index in values.get(arg.name) or ()
+            if isinstance(index, torch.Tensor)
+        ]
+        masks = [i for i in indices if i.dtype in (torch.bool, torch.uint8)]
+        if masks:
+            value = values.get("values")
+            masked_fill = (
+                isinstance(value, torch.Tensor)
+                and value.numel() == 1
+                and id(value) not in self.device_fakes
+                and len(masks) == len(indices) == 1
+            )
+            return None if masked_fill else "mask"
+        target = values.get("self")
+        if id(target) in self.device_fakes and any(
+            i.dim() > 0 and id(i) not in self.device_fakes for i in indices
+        ):
+            return "host_index"
+        return None
+
+
+def _fake_data_use(func, args, kwargs, is_device) -> str | None:
+    """Run the call on FakeTensors (shapes, dtypes, no data) under ``FakeTensorMode`` with every
+    other mode off; return ``"value"`` when PyTorch needs a value of the data on the host
+    (``DataDependentOutputException``), ``"size"`` when an output's size depends on it
+    (``DynamicOutputShapeException``), ``"mask"`` when a boolean index becomes indices and
+    ``"host_index"`` when host indices are copied to the device (:class:`_IndexTensors`), else
+    None (also when the call cannot run on fakes)."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        FakeTensorMode,
+    )
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_map
+
+    mode = FakeTensorMode()
+    device_fakes: set[int] = set()
+
+    def fake(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        made = mode.from_tensor(value)
+        if is_device(value):
+            device_fakes.add(id(made))
+        return made
+
+    watcher = _IndexTensors(device_fakes)
+    state = torch.random.get_rng_state()
+    try:
+        with _no_function_modes(), _disable_current_modes():
+            fake_args, fake_kwargs = tree_map(fake, (tuple(args), dict(kwargs)))
+            name = getattr(func, "__name__", "")
+            if (
+                args
+                and isinstance(args[0], torch.Tensor)
+                and getattr(type(args[0]), name, None) is func
+            ):
+                func = getattr(fake_args[0], name)  # a method: FakeTensor's own, if it has one
+                fake_args = fake_args[1:]
+            with mode, watcher:
+                func(*fake_args, **fake_kwargs)
+    except DataDependentOutputException:
+        return "value"
+    except DynamicOutputShapeException:
+        return "size"
+    except Exception:  # noqa: BLE001 - a call fakes cannot run: judged by the other rules
+        return None
+    finally:
+        torch.random.set_rng_state(state)
+    return watcher.kind
+
+
+_DECISIONS: dict = {}
+
+
+@contextlib.contextmanager
+def _no_function_modes():
+    """Take every ``TorchFunctionMode`` off the stack inside the block (the simulation's own
+    modes must not see a fake run), and put them back in order."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
+
+    stack = _get_current_function_mode_stack()
+    for _ in stack:
+        _pop_mode()
+    try:
+        yield
+    finally:
+        for mode in stack:
+            _push_mode(mode)
+
+
+def host_read_reason(func, args=(), kwargs=None, is_device=lambda t: True) -> str | None:
+    """Why ``func(*args, **kwargs)`` makes the host wait for the device, or ``None``.
+
+    A call on device tensors synchronizes when the host needs what only the device's data gives
+    (the rule of ``torch.cuda.set_sync_debug_mode``, which reports the waits of a real GPU):
+
+    * **a host value**: the call returns values of the data to Python (``.item()``,
+      ``float(t)``, ``bool(t)`` and ``if t:``, ``.tolist()``, ``torch.equal``, printing, an
+      f-string, ``.numpy()``) or needs one to go on (``F.one_hot(t)`` without ``num_classes``
+      reads ``t.max()``; ``torch.arange(t)`` reads ``t``);
+    * **a data-dependent size**: an output's size depends on the values (``nonzero``,
+      ``argwhere``, ``unique``, ``masked_select``, ``bincount``, ``repeat_interleave`` with
+      tensor repeats and no ``output_size``, ``x[mask]``, ``torch.where(condition)``), or a
+      boolean mask must become integer indices (``x[mask] = tensor``);
+    * **indices on the host**: a device tensor indexed with a host index tensor
+      (``x[cpu_indices]``), which is copied to the device from pageable memory first.
+
+    Decided by PyTorch's own semantics of each operator, not by a list of names: the call runs
+    again on FakeTensors (what ``torch.compile`` traces with), where PyTorch raises
+    ``DataDependentOutputException`` for a value the host would read and
+    ``DynamicOutputShapeException`` for a size that depends on the data; index tensors are
+    seen in the ATen call's ``Tensor?[]`` argument. What an operator's implementation reads on
+    the host for its own convenience while neither its output sizes nor a returned value need
+    it (``torch.histc`` with its default range on CUDA) is beyond this rule. Only Python's text and array protocols
+    (:data:`HOST_CONVERSIONS`), which a FakeTensor answers with a placeholder, are known by
+    name. Device-to-host copies (``.cpu()``, ``.to("cpu")``) depend on where tensors live and
+    are judged by the callers. Decisions are cached by the arguments' shapes, dtypes, devices
+    and the other arguments' values.
+
+    Args:
+        func: The tensor function or method (as ``__torch_function__`` receives it).
+        args, kwargs: Its arguments.
+        is_device: Whether a tensor lives on the device (default: every tensor, as when CPU
+            tensors stand for GPU tensors).
+
+    Returns:
+        A description for messages (:data:`SYNC_WORDS`, or one made from the call's name), or
+        None when the call does not make the host wait.
+    """
+    kwargs = kwargs or {}
+    name = getattr(func, "__name__", "")
+    if name == "__get__" or not any(is_device(t) for t in _tensors((args, kwargs))):
+        return None  # attributes (shape, dtype, grad...) are metadata; no device data
+    if name in HOST_CONVERSIONS:
+        return SYNC_WORDS[name]
+    try:
+        key = (func, _key(tuple(args), is_device), _key(kwargs, is_device))
+        hash(key)
+    except (_Unkeyable, TypeError):
+        key = None
+    if key is not None and key in _DECISIONS:
+        kind = _DECISIONS[key]
+    else:
+        kind = _fake_data_use(func, args, kwargs, is_device)
+        if key is not None:
+            _DECISIONS[key] = kind
+    if kind is None:
+        return None
+    if kind == "mask":
+        return MASK_TO_INDICES
+    if kind == "host_index":
+        return HOST_INDEX
+    if name == "__getitem__":
+        return BOOLEAN_MASK
+    if name == "where":
+        return WHERE_ONE_ARG
+    if name in SYNC_WORDS:
+        return SYNC_WORDS[name]
+    what = (
+        "reads a value of the data on the host"
+        if kind == "value"
+        else ("output size depends on the data")
+    )
+    return f"{_call_name(func)} ({what})"
+
+
+def _call_name(func) -> str:
+    """``torch.bincount``, ``Tensor.repeat_interleave``, ``one_hot``: how messages name a call."""
+    name = getattr(func, "__name__", repr(func))
+    qualname = getattr(func, "__qualname__", "") or ""
+    if qualname.startswith(("Tensor.", "TensorBase.", "_TensorBase.")):
+        return f"Tensor.{name}"
+    if getattr(torch, name, None) is func:
+        return f"torch.{name}"
+    if getattr(torch.nn.functional, name, None) is func:
+        return f"F.{name}"
+    return name
+
 
 class SyncRecorder(TorchFunctionMode):
     """Record the tensor calls that would synchronize the host with a GPU.
 
     Use as a context manager; afterwards :attr:`calls` lists the descriptions of the
-    synchronizing calls made inside, in order: the calls of :data:`SYNCHRONIZING_CALLS`
-    (recorded whatever the tensor's device: on the CPU they stand for the same calls on a
-    GPU), boolean-mask indexing (``x[x > 0]``), ``torch.where(condition)`` with one argument,
-    and blocking copies from a device to the CPU:
+    synchronizing calls made inside, in order. Every tensor stands for a GPU tensor, whatever its
+    device: a call is recorded when :func:`host_read_reason` says that on a GPU it makes the host
+    wait (``.item()``, ``bool(t)``, printing, ``x[mask]``, ``torch.nonzero``,
+    ``F.one_hot`` without ``num_classes``, ...), and so are ``.cpu()``,
+    ``torch.tensor(list of tensors)`` and blocking copies from a device to the CPU:
 
     * ``t.to("cpu")``, ``t.to(device="cpu")``, ``t.to(torch.device("cpu"))``,
       ``t.to(cpu_tensor)`` (:data:`TO_CPU`) and ``cpu_tensor.copy_(t)`` (:data:`COPY_TO_CPU`)
@@ -1105,14 +1370,10 @@ class SyncRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name in SYNCHRONIZING_CALLS:
-            self.calls.append(SYNCHRONIZING_CALLS[name])
-            if name == "cpu" and args and _is_meta(args[0]):
+        if name == "cpu" and args and isinstance(args[0], torch.Tensor):
+            self.calls.append(SYNC_WORDS["cpu"])
+            if _is_meta(args[0]):
                 return _stand_in(args[0], args[0].dtype)
-        elif name == "__getitem__" and len(args) > 1 and _has_bool_tensor(args[1]):
-            self.calls.append("boolean-mask indexing x[mask] (output size depends on the data)")
-        elif name == "where" and len(args) + len(kwargs) == 1:
-            self.calls.append(WHERE_ONE_ARG)
         elif name == "to" and args and isinstance(args[0], torch.Tensor):
             target = _to_target(args, kwargs)
             if target is not None and _blocking_to_host(args[0], *target):
@@ -1124,6 +1385,12 @@ class SyncRecorder(TorchFunctionMode):
                 self.calls.append(COPY_TO_CPU)
             if _is_meta(args[1]) and isinstance(args[0], torch.Tensor) and _is_cpu(args[0].device):
                 return args[0]
+        elif name in ("tensor", "as_tensor") and _tensors(args[:1]):
+            self.calls.append(TENSOR_OF_TENSORS)
+        else:
+            reason = host_read_reason(func, args, kwargs)
+            if reason is not None:
+                self.calls.append(reason)
         return func(*args, **kwargs)
 
     def summary(self) -> str:
@@ -1137,14 +1404,6 @@ def summarize(calls: list[str]) -> str:
     for call in calls:
         counts[call] = counts.get(call, 0) + 1
     return ", ".join(f"{call} x{n}" for call, n in counts.items())
-
-
-def _has_bool_tensor(index) -> bool:
-    if isinstance(index, torch.Tensor):
-        return index.dtype == torch.bool
-    if isinstance(index, tuple):
-        return any(_has_bool_tensor(i) for i in index)
-    return False
 
 
 def _is_meta(tensor) -> bool:
@@ -1270,6 +1529,7 @@ class _KernelMode(TorchDispatchMode):
                     sim.on_device[t] = DeviceTensorInfo(sim.current.id, ready, False, True, 0)
             return out
         seconds, nbytes = _kernel_seconds(func, args, kwargs, out, inputs, outputs)
+        seconds *= sim.kernel_time_scale
         host_start = sim.now()
         end = sim.launch(seconds * 1000.0, reads=on_device, label=f"{name} (simulated kernel)",
                          nbytes=nbytes)  # fmt: skip
@@ -1284,16 +1544,16 @@ class _KernelMode(TorchDispatchMode):
         return out
 
 
-#: Synchronizing calls whose result stays on the device (the host only had to read its size).
-_DEVICE_RESULT = {"__getitem__", "where", "nonzero", "unique", "masked_select"}
-
-
 class _HostReadMode(TorchFunctionMode):
-    """The kernel model's host reads: a tensor call of :data:`SYNCHRONIZING_CALLS` (``.item()``,
-    ``bool(t)``, printing, ``.cpu()``, ``.tolist()``, ...), boolean-mask indexing,
-    ``torch.where(cond)``, ``.to("cpu")`` or ``torch.tensor(list of device tensors)`` on a
-    device tensor makes the host wait for the device, as on a GPU, and shows in the trace as a
-    device-to-host copy and a ``cudaStreamSynchronize``."""
+    """The kernel model's host reads: a call on device tensors that :func:`host_read_reason`
+    says makes the host wait (``.item()``, ``bool(t)``, printing, ``.tolist()``, ``x[mask]``,
+    ``nonzero``, ``F.one_hot`` without ``num_classes``...), a blocking copy to the host
+    (``.cpu()``, ``.to("cpu")``, ``host.copy_(device_tensor)``) or a host tensor built from
+    device tensors (``torch.tensor(list of device tensors)``) makes the host wait for the
+    device, as on a GPU, and shows in the trace as a device-to-host copy and a
+    ``cudaStreamSynchronize``. A call that needed a size or a value from the device runs on the
+    device afterwards (its outputs are device tensors); a copy or a conversion to the host runs
+    on the host."""
 
     def __init__(self, sim: SimulatedCuda):
         super().__init__()
@@ -1305,36 +1565,51 @@ class _HostReadMode(TorchFunctionMode):
                 return t
         return None
 
+    def _to_host(self, name: str, args, kwargs) -> str | None:
+        """A blocking copy of a device tensor into host memory, described; or None."""
+        if name == "cpu" and args and args[0] in self.sim.on_device:
+            return SYNC_WORDS["cpu"]
+        if name == "to" and args and isinstance(args[0], torch.Tensor):
+            target = _to_target(args, kwargs)
+            if target is not None and _is_cpu(target[0]) and not target[2]:
+                return TO_CPU
+        if name == "copy_" and len(args) > 1 and isinstance(args[0], torch.Tensor):
+            dst, src = args[0], args[1]
+            if dst not in self.sim.on_device and src in self.sim.on_device:
+                non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+                if not (non_blocking is True and dst in self.sim.pinned):
+                    return COPY_TO_CPU
+        return None
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         sim = self.sim
         if sim._host_side:
             return func(*args, **kwargs)
-        name = getattr(func, "__name__", "")
-        read = None
-        if name in SYNCHRONIZING_CALLS:
-            read = SYNCHRONIZING_CALLS[name]
-        elif name == "__getitem__" and len(args) > 1 and _has_bool_tensor(args[1]):
-            read = "boolean-mask indexing x[mask]"
-        elif name == "where" and len(args) + len(kwargs) == 1:
-            read = WHERE_ONE_ARG
-        elif name == "to" and args and isinstance(args[0], torch.Tensor):
-            target = _to_target(args, kwargs)
-            if target is not None and _is_cpu(target[0]) and not target[2]:
-                read = TO_CPU
-        elif name in ("tensor", "as_tensor") and args and isinstance(args[0], (list, tuple)):
-            read = "torch.tensor(list of device tensors)"
-        tensor = self._device(args) if read else None
+        tensor = self._device((args, kwargs))
         if tensor is None:
             return func(*args, **kwargs)
-        sim.host_read(tensor, read.split(" ")[0])
-        if name in _DEVICE_RESULT:  # the host read the size; the op itself runs on the device
+        name = getattr(func, "__name__", "")
+        on_host = self._to_host(name, args, kwargs)
+        if on_host is None and name in HOST_CONVERSIONS:
+            on_host = SYNC_WORDS[name]
+        if on_host is not None:  # the data goes to the host: runs there
+            sim.host_read(tensor, on_host.split(" ")[0])
+            sim._host_side += 1
+            try:
+                out = func(*args, **kwargs)
+                if name in ("to", "cpu") and out is args[0]:
+                    out = args[0].clone()  # a host copy: no longer a device tensor
+                return out
+            finally:
+                sim._host_side -= 1
+        reason = host_read_reason(func, args, kwargs, is_device=lambda t: t in sim.on_device)
+        if reason is not None:  # the host read a size or a value; the op runs on the device
+            sim.host_read(tensor, reason.split(" ")[0])
             return func(*args, **kwargs)
-        sim._host_side += 1
-        try:
-            out = func(*args, **kwargs)
-            if name in ("to", "cpu") and out is args[0]:
-                out = args[0].clone()  # a host copy: no longer a device tensor
-            return out
-        finally:
-            sim._host_side -= 1
+        out = func(*args, **kwargs)
+        inputs = {id(t) for t in _tensors((args, kwargs))}
+        built = [t for t in _tensors(out) if id(t) not in inputs and t not in sim.on_device]
+        if built and name != "__get__":  # a host tensor made from device data, e.g. torch.tensor
+            sim.host_read(tensor, "torch.tensor")
+        return out

@@ -59,6 +59,23 @@ SYNC_CALLS = frozenset(
         "cudaMemcpy",  # the synchronous copy
     }
 )
+#: The range ``torch.compile``'s compiled code opens around each call of a compiled frame in a
+#: trace (``Torch-Compiled Region: 0/0``: frame 0, first compilation).
+COMPILED_REGION = "Torch-Compiled Region"
+#: How Inductor names the kernels it generates for the CPU (``cpp_fused_add_mul_pow_tanh_0``,
+#: prefixed ``graph_0_`` in recent versions). They show in a CPU trace, each call as one
+#: ``cpu_op`` event, when the code was compiled with
+#: ``torch._inductor.config.cpp.enable_kernel_profile = True`` (Linux and Windows).
+GENERATED_CPU_KERNEL = "cpp_fused"
+#: ATen operators that do no work a GPU would launch a kernel for (allocation, metadata, the
+#: host read itself); views are recognised from their schema (:func:`_launches_kernel`).
+NO_KERNEL_OPS = frozenset(
+    {
+        "empty", "empty_like", "empty_strided", "resolve_conj", "resolve_neg", "lift_fresh",
+        "result_type", "_local_scalar_dense", "item", "is_nonzero", "sym_size", "sym_stride",
+        "sym_numel", "size", "stride", "numel", "dim",
+    }
+)  # fmt: skip
 #: ``cuda_sync`` events in which only a stream waits (the host goes on): not synchronizations.
 STREAM_ONLY_SYNCS = frozenset({"Stream Wait Event"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -121,6 +138,25 @@ def parse(source: Any) -> Trace:
             continue
     events.sort(key=lambda e: e.ts)
     return Trace(events)
+
+
+def _launches_kernel(cpu_op: str) -> bool:
+    """Whether the ATen operator named ``cpu_op`` (``aten::addmm``) does work a GPU would launch
+    a kernel for: not a view (every overload's schema returns an alias of an input: ``view``,
+    ``t``, ``expand``, ``transpose``...) and not in :data:`NO_KERNEL_OPS`."""
+    import torch
+
+    name = cpu_op.removeprefix("aten::")
+    if name in NO_KERNEL_OPS:
+        return False
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return True
+    try:
+        overloads = [getattr(packet, o) for o in packet.overloads()]
+    except (AttributeError, RuntimeError):
+        return True
+    return not (overloads and all(o.is_view for o in overloads))
 
 
 def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -215,6 +251,29 @@ class Trace:
         return [e for e in self.of(*HOST_CALL_CATS) if e.name in SYNC_CALLS] + [
             e for e in self.of("cuda_sync") if e.name not in STREAM_ONLY_SYNCS
         ]
+
+    @property
+    def compiled_regions(self) -> list[Event]:
+        """The calls of ``torch.compile``d frames (:data:`COMPILED_REGION` events)."""
+        return [e for e in self.events if e.name.startswith(COMPILED_REGION)]
+
+    @property
+    def cpu_kernels(self) -> list[Event]:
+        """The work of a CPU trace, one event per kernel a GPU would launch for it: the kernels
+        Inductor generated (:data:`GENERATED_CPU_KERNEL`) and the PyTorch operators called at
+        the top level (not from inside another operator) that do work (:func:`_launches_kernel`):
+        what compiled code calls outside its generated kernels (``aten::addmm`` for a matmul),
+        and eager operators between compiled graphs."""
+        ops = [e for e in self.cpu_ops if e.name.startswith("aten::")]
+        top = [
+            e
+            for e in ops
+            if not any(
+                o is not e and o.ts <= e.ts and e.end <= o.end and o.dur > e.dur for o in ops
+            )
+        ]
+        generated = [e for e in self.events if GENERATED_CPU_KERNEL in e.name]
+        return sorted([e for e in top if _launches_kernel(e.name)] + generated, key=lambda e: e.ts)
 
     def overlap_fraction(self) -> float:
         """The fraction of host-to-device copy time during which a kernel on another stream
