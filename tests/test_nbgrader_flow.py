@@ -9,6 +9,7 @@ Slow (about two minutes)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 from nbgrader.api import Gradebook
 from nbgrader.utils import get_username
 
+from grader.checks.common import GRADING_ENV
 from grader.grading.config import COURSE_ID
 from grader.runtime import course
 from grader.tools import samples
@@ -107,3 +109,54 @@ def test_the_student_fetches_feedback(flow):
     home = flow["home"]
     _nbgrader("fetch_feedback", A, f"--course={COURSE_ID}", cwd=home, env=flow["env"])
     assert list((home / COURSE_ID / A / "feedback").rglob("*.html"))
+
+
+# ------------------------------------------------------- an nbgrader course that is not ours
+FOREIGN_COURSE = "an-existing-course"
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory):
+    """Every notebook added to an nbgrader course of the instructor's own, with a minimal
+    configuration (none of the course's preprocessors: test cells run in the student's kernel,
+    as plain nbgrader does), then a blank student copy of each autograded by plain ``nbgrader
+    autograde``. The blank copies' teaching demos (cells tagged ``demo``, which define nothing a
+    later cell reads: tests/test_release.py) are emptied, to keep the run short."""
+    root = tmp_path_factory.mktemp("foreign")
+    (root / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        f"c.CourseDirectory.course_id = {FOREIGN_COURSE!r}\n"
+        f"c.CourseDirectory.root = {str(root)!r}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_CONFIG_PATH", GRADING_ENV)}
+    env["JUPYTER_CONFIG_DIR"] = str(root / "jupyter-config")  # no user-wide nbgrader settings
+    # as in an activated environment: nbgrader runs `alembic` for its gradebook
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for aid in course.assignments():
+        shutil.copytree(course.source_path(aid).parent, root / "source" / aid)
+        _nbgrader("generate_assignment", aid, "--force", cwd=root, env=env)
+        blank = samples.build_submission(aid, None, blank=True)
+        for cell in blank.cells:
+            if course.DEMO_TAG in cell.metadata.get("tags", []):
+                cell.source = "# a teaching demo, emptied for this test"
+        folder = root / "submitted" / "blank" / aid
+        folder.mkdir(parents=True)
+        nbformat.write(blank, str(folder / f"{aid}.ipynb"))
+        _nbgrader("autograde", aid, "--force", cwd=root, env=env)
+    return root
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize("aid", course.assignments())
+def test_a_blank_notebook_scores_zero_under_any_nbgrader_configuration(foreign, aid):
+    """nbgrader sets NBGRADER_EXECUTION=autograde for every autograde: a CUDA check that could
+    not run scores 0 there too, whatever the configuration, and so does every other check of a
+    blank notebook."""
+    with Gradebook(f"sqlite:///{foreign / 'gradebook.db'}", FOREIGN_COURSE) as gb:
+        scores = {s.student.id: (s.score, s.max_score) for s in gb.assignment_submissions(aid)}
+    score, max_score = scores["blank"]
+    assert max_score > 0 and score == 0, f"{aid}: a blank notebook scored {score}/{max_score}"
+    if not torch.cuda.is_available():
+        graded = (foreign / "autograded" / "blank" / aid / f"{aid}.ipynb").read_text()
+        if any(t.needs_cuda for t in course.test_cells(course.read(course.source_path(aid)))):
+            assert "NotCheckedWithoutCuda" in graded and "scores 0" in graded
