@@ -368,3 +368,15 @@ def test_a_driver_launch_inside_a_runtime_launch_counts_once():
         "cuLaunchKernelEx",
         "cudaGraphLaunch",
     ]
+
+
+def test_the_attention_score_matmul_is_memory_bound_on_every_gpu():
+    """Section 1 says so: QK^T of the block (width 1024, 16 heads: head dim 64, 2048 tokens,
+    bf16) has an intensity of about 60 FLOP/byte, left of every GPU's bf16 (or fp16) ridge."""
+    d, t, heads = 1024, 2048, 16
+    dh = d // heads
+    intensity = (2 * heads * t * t * dh) / ((2 * t * d + heads * t * t) * 2)
+    assert 55 < intensity < 65
+    for gpu in checks.GPUS.values():
+        dtype = torch.bfloat16 if gpu.tflops["bf16"] else torch.float16
+        assert intensity < gpu.ridge(dtype), gpu.name

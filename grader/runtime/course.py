@@ -20,6 +20,8 @@ REPO = PACKAGE.parent
 SOLUTIONS = REPO / "solutions"
 NOTEBOOKS = REPO / "notebooks"
 IMAGES = REPO / "images"
+#: Real GPU profiler traces recorded by others (Kineto JSON, gzipped), with their licence.
+TRACES = REPO / "traces"
 WORK = REPO / "grader" / "work"
 
 #: Files the notebooks write into their own folder when run (``%%writefile`` cells):

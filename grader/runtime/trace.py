@@ -45,6 +45,14 @@ LAUNCH_CALLS = frozenset(
         "cuLaunchKernelEx",
         "cudaGraphLaunch",
         "cuGraphLaunch",
+        # ROCm: PyTorch's HIP build records its runtime calls in the same ``cuda_runtime``
+        # category (an MI250 trace: ``hipLaunchKernel``, ``hipExtModuleLaunchKernel`` for hipBLASLt)
+        "hipLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipLaunchCooperativeKernel",
+        "hipGraphLaunch",
     }
 )
 #: Host calls that make the host wait for the device.
@@ -57,6 +65,10 @@ SYNC_CALLS = frozenset(
         "cuStreamSynchronize",
         "cuEventSynchronize",
         "cudaMemcpy",  # the synchronous copy
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
     }
 )
 #: The range ``torch.compile``'s compiled code opens around each call of a compiled frame in a
@@ -92,6 +104,10 @@ class Event:
     dur: float
     stream: int | None = None
     nbytes: int | None = None
+    #: The host thread (``tid``) of a host event, and Kineto's ``args.correlation``: a kernel,
+    #: copy or ``cuda_sync`` record carries the correlation of the runtime call behind it.
+    tid: int | str | None = None
+    correlation: int | None = None
 
     @property
     def end(self) -> float:
@@ -106,6 +122,26 @@ def _load(source: Any) -> list:
     if not isinstance(source, list):
         raise ValueError(f"not a Chrome trace: expected a list of events, got {type(source)}")
     return source
+
+
+def real(name: str) -> Trace:
+    """One of the real GPU traces the course ships in ``traces/`` (recorded by others on A100
+    and MI250 GPUs; see ``traces/README.md`` for where each comes from), e.g.
+    ``real("a100_ddp_nccl_2ranks")``.
+
+    Raises:
+        FileNotFoundError: no such trace; the message lists those there are.
+    """
+    import gzip
+
+    from grader.runtime.course import TRACES
+
+    path = TRACES / f"{name}.json.gz"
+    if not path.is_file():
+        there = sorted(p.name.removesuffix(".json.gz") for p in TRACES.glob("*.json.gz"))
+        raise FileNotFoundError(f"no real trace named {name!r} in {TRACES}: there are {there}")
+    with gzip.open(path, "rt") as f:
+        return parse(json.load(f))
 
 
 def parse(source: Any) -> Trace:
@@ -132,12 +168,18 @@ def parse(source: Any) -> Trace:
                     float(raw.get("dur", 0.0)),
                     int(stream) if isinstance(stream, (int, float)) else None,
                     int(nbytes) if isinstance(nbytes, (int, float)) else None,
+                    raw.get("tid") if isinstance(raw.get("tid"), (int, str)) else None,
+                    _int_or_none(args.get("correlation")),
                 )
             )
         except (TypeError, ValueError):
             continue
     events.sort(key=lambda e: e.ts)
     return Trace(events)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _launches_kernel(cpu_op: str) -> bool:
@@ -240,17 +282,47 @@ class Trace:
 
     @property
     def launch_count(self) -> int:
-        """Kernel launches: launch calls, or kernels when the trace has no runtime calls."""
+        """Kernel launches: launch calls, or kernels when the trace has no runtime calls.
+
+        Raises:
+            ValueError: the trace has kernels and host runtime calls but none of those calls is
+                a launch this reader knows (:data:`LAUNCH_CALLS`): another vendor's or a newer
+                runtime's launch call, which must be added rather than counted as 0.
+        """
         launches = self.launches
-        return len(launches) if launches or self.of(*HOST_CALL_CATS) else len(self.kernels)
+        if launches or not self.of(*HOST_CALL_CATS):
+            return len(launches) if launches else len(self.kernels)
+        if self.kernels:
+            names = sorted({e.name for e in self.of(*HOST_CALL_CATS)})[:12]
+            raise ValueError(
+                f"the trace has {len(self.kernels)} kernels but none of its host calls is a "
+                f"launch this reader knows (it knows {sorted(LAUNCH_CALLS)}); its host calls "
+                f"include {names}: add the launch call to grader.runtime.trace.LAUNCH_CALLS"
+            )
+        return 0
 
     @property
     def syncs(self) -> list[Event]:
-        """Synchronizations: runtime calls that wait for the device, and ``cuda_sync`` events
-        in which the host waits (not ``Stream Wait Event``: there a stream waits, on the GPU)."""
-        return [e for e in self.of(*HOST_CALL_CATS) if e.name in SYNC_CALLS] + [
-            e for e in self.of("cuda_sync") if e.name not in STREAM_ONLY_SYNCS
+        """Synchronizations, one per host wait: runtime calls that wait for the device
+        (:data:`SYNC_CALLS`), and ``cuda_sync`` records in which the host waits (not ``Stream
+        Wait Event``: there a stream waits, on the GPU).
+
+        A real Kineto trace records a wait twice, as the runtime call (``cudaStreamSynchronize``)
+        and as its ``cuda_sync`` record (``Stream Sync``) carrying the call's correlation id: the
+        call decides. So a record whose call is in the trace counts through that call, or not
+        at all: Kineto also records ``cudaEventQuery``, which polls and returns at once, as an
+        ``Event Sync``. A record without its call (a trace of ``cuda_sync`` events only, as the
+        simulated GPU may write) counts by itself."""
+        host = self.of(*HOST_CALL_CATS)
+        calls = [e for e in host if e.name in SYNC_CALLS]
+        correlated = {e.correlation for e in host if e.correlation is not None}
+        records = [
+            e
+            for e in self.of("cuda_sync")
+            if e.name not in STREAM_ONLY_SYNCS
+            and (e.correlation is None or e.correlation not in correlated)
         ]
+        return sorted(calls + records, key=lambda e: e.ts)
 
     @property
     def compiled_regions(self) -> list[Event]:
@@ -288,9 +360,50 @@ class Trace:
             hidden += _covered((copy.ts, copy.end), others)
         return hidden / total
 
-    def kernel_time_us(self, name_contains: str = "") -> float:
-        """Total duration of the kernels whose name contains ``name_contains``, microseconds."""
-        return sum(k.dur for k in self.kernels if name_contains in k.name)
+    @property
+    def communication_kernels(self) -> list[Event]:
+        """Collective-communication kernels (NCCL's ``ncclKernel_AllReduce_*``,
+        ``ncclDevKernel_*``; RCCL keeps the names), in time order."""
+        return [k for k in self.kernels if "nccl" in k.name.lower()]
+
+    def communication_overlap_fraction(self) -> float:
+        """The fraction of communication-kernel time during which a compute kernel runs on
+        another stream (0 when there is no communication): how much of the all-reduce time was
+        hidden behind backward. Overlapped communication still costs compute time: NCCL's
+        kernels run on the same SMs as the compute kernels beside them."""
+        comm = self.communication_kernels
+        total = sum(k.dur for k in comm)
+        if total <= 0:
+            return 0.0
+        ids = {id(k) for k in comm}
+        hidden = 0.0
+        for k in comm:
+            compute = _merge(
+                [(c.ts, c.end) for c in self.kernels if c.stream != k.stream and id(c) not in ids]
+            )
+            hidden += _covered((k.ts, k.end), compute)
+        return hidden / total
+
+    def kernels_of(self, op: str) -> list[Event]:
+        """The kernels launched from inside the PyTorch operator ``op`` (``"aten::mm"``), found
+        the way profilers do, not by the kernel's name: a launch call that lies inside one of
+        the operator's events on the same host thread, and the kernel that carries that call's
+        correlation id. Kernel names vary with the library and the GPU (cuBLAS's GEMMs are
+        ``ampere_sgemm_*`` on an A100 and ``nvjet_*`` on an H100), the operator does not."""
+        ops = [e for e in self.cpu_ops if e.name == op]
+        ids = {
+            call.correlation
+            for call in self.launches
+            if call.correlation is not None
+            and any(o.tid == call.tid and o.ts <= call.ts and call.end <= o.end for o in ops)
+        }
+        return [k for k in self.kernels if k.correlation in ids]
+
+    def kernel_time_us(self, name_contains: str = "", *, op: str | None = None) -> float:
+        """Total duration of the kernels whose name contains ``name_contains`` (or, with
+        ``op``, of the kernels that operator launched: :meth:`kernels_of`), microseconds."""
+        kernels = self.kernels_of(op) if op is not None else self.kernels
+        return sum(k.dur for k in kernels if name_contains in k.name)
 
     def roofline_fraction(
         self,
