@@ -60,6 +60,7 @@ def _grading_options(args) -> grading.GradingOptions:
         cpu_ok=args.cpu_ok,
         rerun_demos=args.rerun_demos,
         cells=getattr(args, "cells", None),
+        allow_root_unsandboxed=getattr(args, "allow_root_unsandboxed", None),
     )
 
 
@@ -67,6 +68,7 @@ def _cmd_autograde(args) -> int:
     from grader.tools import verify
 
     options = _grading_options(args)
+    pipeline.refuse_root_unsandboxed(options)  # before anything else is said or done
     submitted = Path(
         args.submissions or pipeline.course_config(args.work).CourseDirectory.submitted_directory
     )
@@ -77,6 +79,15 @@ def _cmd_autograde(args) -> int:
         print(f"warning: {problem}: the torch.compile checks (09_compilation) will fail here")
     if not torch.cuda.is_available() and args.cpu_ok:
         print("No CUDA GPU: CUDA-only cells score 0 and are listed as not checked (--cpu-ok).")
+    unsafe = pipeline.root_unsandboxed(options)
+    if unsafe and options.allow_root_unsandboxed:
+        banner = "!" * 78
+        print(
+            f"{banner}\nWARNING: grading AS ROOT WITHOUT THE SANDBOX ({unsafe}; "
+            "--allow-root-unsandboxed):\nevery student's code runs as root on this machine and "
+            f"can read and change anything here.\n{banner}",
+            file=sys.stderr,
+        )
     print(
         f"Grading {options.jobs} submission(s) at a time; cells stop after {options.cell_timeout} s, "
         f"notebooks after {options.notebook_timeout} s, kernels at {options.memory_gb:g} GB. "
@@ -273,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu-ok", action="store_true", help="without a GPU, accept that CUDA-only cells score 0"
     )
     _add_grading_arguments(p)
+    p.add_argument(
+        "--allow-root-unsandboxed", action="store_true",
+        help="grade even though this command runs as root without the bubblewrap sandbox "
+        "(students' code then runs as root; refused otherwise)",
+    )  # fmt: skip
     p.add_argument("--report", type=Path, default=None, help="also write the report as CSV")
     scale = p.add_argument_group("grading at scale (see the README)")
     scale.add_argument(

@@ -27,7 +27,7 @@ from grader.runtime import course
 from grader.tools import samples
 
 from .bad_submissions import CASES, LINK, POINTS, REFERENCE, SECRET
-from .helpers import wait_for
+from .helpers import autograde_flags, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
 A = "03_streams"
@@ -85,6 +85,16 @@ def build_case(case, folder: Path) -> None:
     if case.tamper is not None:
         case.tamper(nb)
     name = f"{A}-Copy1.ipynb" if case.edit == "rename" else f"{A}.ipynb"
+    if case.edit == "invalid_notebook":
+        raw = json.loads(nbformat.writes(nb))
+        for cell in raw["cells"]:
+            meta = cell["metadata"].get("nbgrader", {})
+            if "points" in meta:
+                meta["points"] = str(meta["points"])
+            if meta.get("solution"):
+                cell["source"] = {"lines": cell["source"]}
+        (out / name).write_text(json.dumps(raw))
+        return
     if case.edit == "invalid_schema":
         raw = json.loads(nbformat.writes(nb))
         raw["made_by"] = "my own editor"
@@ -149,6 +159,7 @@ def autograde(submitted: Path, work: Path, *extra: str, timeout: int = 1200):
             "6",
             "--report",
             str(report),
+            *autograde_flags(),
             *extra,
         ],  # fmt: skip
         capture_output=True,
@@ -171,18 +182,51 @@ def _fingerprint() -> dict[str, str]:
     return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
+def _plant_secrets() -> dict[str, Path]:
+    """Secrets a kernel must not read, each in a world-readable file (so that only what the
+    kernel sees, not file permissions, keeps them out): one in another user's home under
+    /home (where this process may write there, e.g. as root) and one in the grader's own home.
+    Returns the secret -> file."""
+    token = os.urandom(6).hex()
+    planted = {}
+    targets = [
+        (Path("/home") / f"grader-test-other-{token}" / "notes.txt", f"other-home-secret-{token}"),
+        (Path.home() / f".grader-test-{token}.txt", f"grader-home-secret-{token}"),
+    ]
+    for path, secret in targets:
+        try:
+            path.parent.mkdir(mode=0o755, exist_ok=True)
+            path.write_text(secret + "\n")
+            path.chmod(0o644)
+        except OSError:
+            continue
+        planted[secret] = path
+    return planted
+
+
+def _remove_secrets(planted: dict[str, Path]) -> None:
+    for path in planted.values():
+        path.unlink(missing_ok=True)
+        if path.parent.name.startswith("grader-test-other-"):
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     submitted, work = root / "submitted", root / "work"
     expected = build_class(submitted)
     before = _fingerprint()
-    start = time.monotonic()
-    proc, rows = autograde(submitted, work)
-    first_s = time.monotonic() - start
+    planted = _plant_secrets()
+    try:
+        start = time.monotonic()
+        proc, rows = autograde(submitted, work)
+        first_s = time.monotonic() - start
+    finally:
+        _remove_secrets(planted)
     return {
         "proc": proc, "rows": rows, "expected": expected, "work": work, "submitted": submitted,
-        "before": before, "after": _fingerprint(), "first_s": first_s,
+        "before": before, "after": _fingerprint(), "first_s": first_s, "planted": planted,
     }  # fmt: skip
 
 
@@ -254,6 +298,140 @@ def test_kernels_ran_in_the_sandbox(graded):
     assert "bubblewrap sandbox" in graded["proc"].stdout
 
 
+@pytest.mark.skipif(not sandbox.bwrap_available(), reason="bubblewrap is not available here")
+def test_a_kernel_reads_no_system_file_or_home_folder(graded):
+    """Graded as root (CI runs as root), a submission that prints /etc/shadow, every home folder
+    and the grader's home gets none of it into its graded notebook, its feedback or the
+    report: its kernel runs as an unprivileged user (never uid 0) and sees neither /home nor
+    the grader's home, where the test planted world-readable secrets."""
+    from grader.grading import pipeline
+
+    name = "reads_system_secrets"
+    row = graded["rows"][name]
+    assert row["status"] == "graded" and row["review"] == "", row
+    nb_path = graded["work"] / "autograded" / name / A / f"{A}.ipynb"
+    config = pipeline.course_config(graded["work"], graded["submitted"])
+    result = pipeline.api_for(config).generate_feedback(A, name, force=True)
+    assert result["success"], result.get("log", "")[-2000:]
+    feedback = sorted((graded["work"] / "feedback" / name / A).glob("*.html"))
+    assert feedback, "no feedback written"
+    texts = {
+        "notebook": nb_path.read_text(),
+        "feedback": feedback[0].read_text(errors="replace"),
+        "report": json.dumps(row),
+    }
+    ids = sandbox.kernel_ids()
+    printed = "".join(
+        "".join(out.get("text", ""))
+        for cell in json.loads(texts["notebook"])["cells"]
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
+    assert "uid 0 " not in printed and "uid " in printed, "the submission did not run"
+    if ids is not None:  # the grader is root: the kernel runs as nobody
+        assert f"uid {ids[0]} gid {ids[1]}" in printed
+        assert "refused /etc/shadow" in printed
+        shadow = Path("/etc/shadow").read_text().splitlines()
+        secrets = [line for line in shadow if line.split(":")[1:2] not in ([""], ["*"], ["!"])]
+        secrets += [line.split(":")[0] + ":" + line.split(":")[1] for line in shadow[:1]]
+    else:
+        secrets = []
+    secrets += list(graded["planted"])
+    assert graded["planted"] or ids is None, "as root the test must plant its secrets"
+    # of the home folders, only the Python environment may be seen (here it may live in
+    # root's home, e.g. pyenv's), nothing else of /root, the grader's home or /home
+    env = [Path(p) for p in sandbox.python_environment([sys.executable])]
+    for line in printed.splitlines():
+        words = line.split()
+        if words[:1] == ["READ"]:
+            read = Path(words[1])
+            assert (
+                read.parts[1] not in ("home", "root")
+                and Path.home() not in read.parents
+                or any(e == read or e in read.parents for e in env)
+            ), line[:200]
+    for where, text in texts.items():
+        for secret in secrets:
+            assert secret not in text, f"{secret[:20]}... reached the {where}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for a command run as root")
+def test_autograde_as_root_without_the_sandbox_refuses_unless_told(tmp_path):
+    """As root with no sandbox (here: --no-sandbox; the same holds without bubblewrap), every
+    student's code would run as root: the command says so and refuses (exit 2) before it
+    grades anything; --allow-root-unsandboxed goes on, with a warning."""
+    missing = str(tmp_path / "missing")
+    cmd = [sys.executable, "-m", "grader", "autograde", missing, "--cpu-ok", "--no-sandbox"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=course.REPO, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "REFUSED" in proc.stderr and "as root" in proc.stderr, proc.stderr
+    assert "--allow-root-unsandboxed" in proc.stderr and "Grading" not in proc.stdout
+    proc = subprocess.run(
+        [*cmd, "--allow-root-unsandboxed"], capture_output=True, text=True, cwd=course.REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert "REFUSED" not in proc.stderr and "WARNING" in proc.stderr, proc.stderr
+    assert "no submissions folder" in proc.stderr  # it went on, to the next problem
+
+
+def test_a_sandboxed_kernel_never_runs_as_root_and_sees_only_the_allow_list(tmp_path):
+    """The sandbox's own view, without grading: the kernel's user (nobody when this process
+    is root), no capabilities, a user namespace of its own where the machine allows one, and a
+    root file system holding only the system folders, the Python environment, the course and
+    its own folders (no /home, no /root but what the Python environment needs)."""
+    if not sandbox.bwrap_available():
+        pytest.skip("bubblewrap is not available here")
+    box = tmp_path / "box"
+    box.mkdir()
+    tmp_path.chmod(0o755)
+    settings = sandbox.SandboxSettings(staging=str(box), cwd=str(box), no_network=True)
+    code = (
+        "import os, json; s = open('/proc/self/status').read();"
+        "cap = s.split('CapEff:')[1].split()[0];"
+        "print(json.dumps([os.getuid(), os.getgid(), cap, sorted(os.listdir('/')),"
+        " os.path.exists('/home'), os.access('/etc/shadow', os.R_OK),"
+        " open('/proc/self/uid_map').read().split(), os.access(os.getcwd(), os.W_OK)]))"
+    )
+    command = [sys.executable, "-c", code]
+    sandbox.grant(settings, command)
+    proc = subprocess.run(
+        sandbox.bwrap_command(settings, command), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    uid, gid, caps, top, home, shadow, uid_map, writable = json.loads(proc.stdout)
+    ids = sandbox.kernel_ids()
+    assert uid != 0 and caps == "0000000000000000" and not shadow and writable
+    assert (uid, gid) == (ids or (os.getuid(), os.getgid()))
+    assert not home and "home" not in top
+    assert set(top) <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "sys",
+                        "dev", "proc", "tmp", *(Path(p).parts[1] for p in
+                        sandbox.python_environment(command) + [str(box)])}  # fmt: skip
+    if sandbox.features().user_namespace:
+        assert uid_map[:2] == [str(uid), str(os.geteuid() if ids is None else uid)]
+
+
+@pytest.mark.parametrize(
+    "ename, evalue, says",
+    [("MemoryError", "", "ran out of its memory limit (6 GB): MemoryError"),
+     ("_ArrayMemoryError", "Unable to allocate 128. GiB", "(6 GB): _ArrayMemoryError"),
+     ("RuntimeError", "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
+      "allocate memory: you tried to allocate 1073741824 bytes. Error code 12 (Cannot allocate "
+      "memory)", "ran out of its memory limit (6 GB): RuntimeError"),
+     ("OSError", "[Errno 12] Cannot allocate memory", "(6 GB): OSError"),
+     ("CheckFailed", "run_on_streams raised MemoryError: ", "(6 GB): MemoryError"),
+     ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB", "GPU memory (its share"),
+     ("RuntimeError", "shape mismatch", ""), ("ValueError", "not enough values to unpack", "")],
+)  # fmt: skip
+def test_an_error_the_memory_limit_caused_is_reported_as_such(ename, evalue, says):
+    """Whatever an allocation refused by the kernel's memory limit raised (Python's or numpy's
+    MemoryError, torch's RuntimeError, an ENOMEM OSError), the report names the limit."""
+    from grader.grading import job
+
+    options = grading.GradingOptions(memory_gb=6, gpu_fraction=0.45)
+    note = job.memory_note({"output_type": "error", "ename": ename, "evalue": evalue}, options)
+    assert (says in note) if says else note == "", note
+
+
 def test_software_under_tmp_stays_visible_in_the_sandbox(tmp_path, monkeypatch):
     """A course or virtual environment cloned into /tmp (as on some CI runners) must still
     import inside the sandbox, whose /tmp is private; the protected folders stay hidden."""
@@ -271,8 +449,10 @@ def test_software_under_tmp_stays_visible_in_the_sandbox(tmp_path, monkeypatch):
     elsewhere = str(tmp_path / "elsewhere.txt")
     code = f"import os, mod_in_tmp; print(mod_in_tmp.X, os.listdir({str(secret)!r}), os.path.exists({elsewhere!r}))"
     env = {**os.environ, "PYTHONPATH": str(lib)}
+    command = [sys.executable, "-c", code]
+    sandbox.grant(settings, command)
     proc = subprocess.run(
-        sandbox.bwrap_command(settings, [sys.executable, "-c", code]),
+        sandbox.bwrap_command(settings, command),
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -300,7 +480,7 @@ def test_a_killed_class_resumes_and_regrading_gives_the_same_scores(tmp_path):
     report = tmp_path / "report.csv"
     cmd = [
         sys.executable, "-m", "grader", "autograde", str(submitted), "--work", str(work),
-        "--assignment", A, "--cpu-ok", "--jobs", "1", "--report", str(report),
+        "--assignment", A, "--cpu-ok", "--jobs", "1", "--report", str(report), *autograde_flags(),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=course.REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -384,7 +564,7 @@ def test_sigterm_stops_the_command_and_its_running_jobs(tmp_path):
     build_class(submitted)
     cmd = [
         sys.executable, "-m", "grader", "autograde", str(submitted), "--work", str(work),
-        "--assignment", A, "--cpu-ok", "--jobs", "1",
+        "--assignment", A, "--cpu-ok", "--jobs", "1", *autograde_flags(),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=course.REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -501,6 +681,7 @@ def test_a_job_whose_fork_server_dies_is_killed_and_reported(tmp_path):
     (submitted / "sleeper" / A).mkdir(parents=True)
     nbformat.write(nb, str(submitted / "sleeper" / A / f"{A}.ipynb"))
     options = grading.GradingOptions.for_machine(1, cpu_ok=True)
+    options.allow_root_unsandboxed = bool(autograde_flags())
     results = []
     thread = threading.Thread(
         target=lambda: results.extend(
@@ -551,8 +732,10 @@ def test_the_command_private_folder_is_hidden_from_kernels_outside_tmp(tmp_path)
         guard_file, _ = policy.write()
         settings = policy.sandbox_settings(guard_file)  # what the job's kernel gets
         code = f"import os; print(sorted(os.listdir({str(private)!r})), os.access({str(mine)!r}, os.W_OK))"
+        command = [sys.executable, "-c", code]
+        sandbox.grant(settings, command)  # what the launcher does before the kernel starts
         proc = subprocess.run(
-            sandbox.bwrap_command(settings, [sys.executable, "-c", code]),
+            sandbox.bwrap_command(settings, command),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-2000:]

@@ -69,7 +69,7 @@ def test_renamed_and_ambiguous_notebooks(tmp_path):
 @pytest.mark.parametrize(
     "data, says",
     [(b"\x00\xff garbage", "not a readable notebook"), (b"[1, 2]", "not a JSON object"),
-     (b'{"cells": 3}', "no list of cells")],
+     (b'{"cells": 3}', "invalid notebook")],
 )  # fmt: skip
 def test_unreadable_files_are_missing_with_the_reason(tmp_path, data, says):
     folder = tmp_path / "s"
@@ -85,24 +85,90 @@ def test_too_large_a_file_is_refused(tmp_path, monkeypatch):
     assert taken.notebook is None and "MiB" in taken.notes[0]
 
 
-def test_an_invalid_schema_is_rebuilt_valid(tmp_path):
+def _write_raw(tmp_path, raw) -> object:
+    folder = tmp_path / "s"
+    folder.mkdir(parents=True)
+    (folder / f"{A}.ipynb").write_text(json.dumps(raw))
+    return folder
+
+
+def test_errors_in_what_is_dropped_are_rebuilt_valid(tmp_path):
+    """Outputs, execution counts, ids, the minor version and unknown fields are not graded:
+    the notebook is rebuilt without them, whatever they hold, and graded as usual."""
     raw = json.loads(nbformat.writes(samples.build_submission(A, None)))
     raw["nbformat_minor"] = 99
     raw["extra"] = {"anything": 1}
-    raw["cells"].append({"cell_type": "mystery", "source": "x"})
-    raw["cells"].append("not even a dict")
+    raw["metadata"] = "not an object"
     for cell in raw["cells"]:
-        if isinstance(cell, dict):
-            cell.pop("id", None)
-            cell.pop("outputs", None)
-            cell["execution_count"] = "three"
-    folder = tmp_path / "s"
-    folder.mkdir()
-    (folder / f"{A}.ipynb").write_text(json.dumps(raw))
-    taken = intake.take_in(folder, A)
-    assert taken.notebook is not None
+        cell.pop("id", None)
+        cell.pop("outputs", None)
+        cell["execution_count"] = "three"
+        cell["attachments"] = 7
+    taken = intake.take_in(_write_raw(tmp_path, raw), A)
+    assert taken.notebook is not None and not taken.review and not taken.notes
     nbformat.validate(taken.notebook)
-    assert any("dropped" in n for n in taken.notes)
+    assert _grade_ids(taken.notebook) == _grade_ids(samples.build_submission(A, None))
+
+
+def _break(how: str):
+    def cells(raw):
+        return [c for c in raw["cells"] if course.nbgrader_meta(c).get("solution")]
+
+    def apply(raw):
+        if how == "source":  # the answers written as objects by a broken tool
+            for cell in cells(raw):
+                cell["source"] = {"lines": cell["source"]}
+        elif how == "source_lines":
+            cells(raw)[0]["source"] = ["def f():\n", 42]
+        elif how == "cell_type":
+            cells(raw)[0]["cell_type"] = "python"
+        elif how == "not_a_cell":
+            raw["cells"].insert(3, "print('hello')")
+        elif how == "metadata":
+            cells(raw)[0]["metadata"] = ["nbgrader"]
+        elif how == "no_version":
+            del raw["nbformat"]
+        elif how == "future_version":
+            raw["nbformat"] = 5
+        elif how == "cells":
+            raw["cells"] = {str(i): c for i, c in enumerate(raw["cells"])}
+
+    return apply
+
+
+@pytest.mark.parametrize(
+    "how, says",
+    [("source", "].source: dict {'lines'"), ("source_lines", "42 is not of type 'string'"),
+     ("cell_type", "'code', 'markdown' or 'raw'"), ("not_a_cell", "not a cell"),
+     ("metadata", "is not of type 'object'"), ("no_version", "'nbformat' is a required property"),
+     ("future_version", "5 is greater than the maximum of 4"), ("cells", "dict {'0'")],
+)  # fmt: skip
+def test_an_invalid_notebook_is_reported_with_nbformats_reason_and_not_flagged(tmp_path, how, says):
+    """What grading reads must be valid nbformat: otherwise nothing is graded (status missing,
+    0 points), the report says "invalid notebook: <the validation error>", and the submission
+    is not flagged for tampering (the nbgrader metadata is never compared)."""
+    raw = json.loads(nbformat.writes(samples.build_submission(A, None)))
+    for cell in raw["cells"]:  # also metadata that would be flagged in a valid notebook
+        if course.nbgrader_meta(cell).get("grade"):
+            cell["metadata"]["nbgrader"]["points"] = str(cell["metadata"]["nbgrader"]["points"])
+    _break(how)(raw)
+    taken = intake.take_in(_write_raw(tmp_path, raw), A)
+    assert taken.notebook is None and not taken.review, (taken.notes, taken.review)
+    assert len(taken.notes) == 1 and taken.notes[0].startswith("invalid notebook: "), taken.notes
+    assert says in taken.notes[0], taken.notes[0]
+    assert intake.invalid_reason(raw) in taken.notes[0]
+
+
+def test_an_nbformat_3_notebook_is_converted_and_graded(tmp_path):
+    nb = samples.build_submission(A, None)
+    raw = json.loads(nbformat.writes(nbformat.convert(copy.deepcopy(nb), 3)))
+    taken = intake.take_in(_write_raw(tmp_path, raw), A)
+    assert taken.notebook is not None and not taken.review
+    assert taken.notes == ["an nbformat 3 notebook: converted to nbformat 4"]
+    assert _grade_ids(taken.notebook) == _grade_ids(nb)
+    raw["worksheets"] = 5
+    taken = intake.take_in(_write_raw(tmp_path / "b", raw), A)
+    assert taken.notebook is None and taken.notes[0].startswith("invalid notebook: ")
 
 
 def test_tampered_metadata_is_restored_and_flagged(tmp_path):

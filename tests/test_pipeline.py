@@ -14,6 +14,8 @@ from grader.grading import pipeline
 from grader.runtime import course
 from grader.tools import samples
 
+from .helpers import autograde_flags
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
 GPU = torch.cuda.is_available()
 
@@ -143,6 +145,7 @@ def test_autograde_refuses_without_gpu_unless_told(tmp_path):
             str(submitted),
             "--work",
             str(tmp_path / "work"),
+            *autograde_flags(),
         ],
         capture_output=True,
         text=True,
@@ -165,7 +168,15 @@ def test_cli_reports_usage_errors_clearly(tmp_path):
     )
     assert proc.returncode == 2 and "nothing autograded" in proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "grader", "autograde", str(tmp_path / "missing"), "--cpu-ok"],
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "autograde",
+            str(tmp_path / "missing"),
+            "--cpu-ok",
+            *autograde_flags(),
+        ],
         capture_output=True,
         text=True,
         cwd=course.REPO,

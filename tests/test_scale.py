@@ -21,7 +21,7 @@ from grader.grading import grading
 from grader.runtime import course
 from grader.tools import samples
 
-from .helpers import wait_for
+from .helpers import autograde_flags, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 A = "01_devices"
@@ -37,6 +37,8 @@ def _write_class(folder: Path) -> None:
 
 
 def _grader(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    if args[0] == "autograde":
+        args = (*args, *autograde_flags())
     proc = subprocess.run(
         [sys.executable, "-m", "grader", *args], capture_output=True, text=True,
         cwd=course.REPO, timeout=timeout,
@@ -228,7 +230,7 @@ def test_a_node_that_dies_mid_class_is_recovered(single, cluster):
     work = single["root"] / "ray-killed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "grader", "autograde", str(single["submitted"]), "--work",
-         str(work), "--cpu-ok", "--engine", "ray", "--address", c.address],
+         str(work), "--cpu-ok", "--engine", "ray", "--address", c.address, *autograde_flags()],
         cwd=course.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     # wait until the second node is grading, then kill it (its raylet and workers)

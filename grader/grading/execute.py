@@ -220,7 +220,10 @@ class CourseExecute(Execute):
         except Exception:  # noqa: BLE001 - still running, or already reaped
             code = process.returncode
         if self._killed_for_memory.is_set():
-            return f"the kernel was stopped: it used more than {self.memory_bytes / 1e9:.1f} GB of memory"
+            return (
+                f"ran out of its memory limit ({self.memory_bytes / 1e9:g} GB): the kernel used "
+                "more and was stopped"
+            )
         if code is None:
             return "the kernel stopped responding and was killed"
         if code > 128 and code - 128 in {s.value for s in signal.Signals}:

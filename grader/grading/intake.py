@@ -7,10 +7,15 @@ submission folder into one clean notebook:
   ``ipykernel_launcher.py``, data, links) are listed in the report and never copied next to
   the graded notebook, so nothing the student ships can replace a module the kernel imports;
 * the notebook is read **without following links** (a link named like the notebook is refused),
-  up to :data:`MAX_NOTEBOOK_BYTES`, as JSON, and **rebuilt as a valid nbformat 4 notebook**
-  from its cells' types, sources and nbgrader metadata (outputs, attachments and any other
-  field are dropped: the autograde runs every cell again). An unreadable file is reported
-  as *missing* with the reason;
+  up to :data:`MAX_NOTEBOOK_BYTES`, as JSON. An unreadable file is reported as *missing* with
+  the reason. What grading reads of it must be **valid nbformat** (:func:`invalid_reason`:
+  the format version, the list of cells, each cell's type, source and metadata object, checked
+  against nbformat's own schema); otherwise the submission is reported as *missing* with
+  ``invalid notebook: <the validation error>`` and scores 0, without being flagged (a notebook
+  nbformat rejects is broken, not tampered with: nothing in it was graded). It is then
+  **rebuilt as a valid nbformat 4 notebook** from its cells' types, sources and nbgrader
+  metadata: outputs, execution counts, attachments, ids and any other field are dropped
+  whatever they hold (the autograde runs every cell again), so an error there costs nothing;
 * its **nbgrader cells are made to match the release**: a solution cell keeps the student's
   code but gets the release's nbgrader metadata back (points, grade id, flags), any other
   nbgrader cell (test cells, read-only cells) is the release's cell, a cell with an unknown
@@ -25,6 +30,7 @@ tampered or broken notebook gets a graded result instead of failing the grading 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import stat
@@ -115,15 +121,111 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _rebuild(raw: dict) -> tuple[NotebookNode, list[str]]:
-    """A valid nbformat 4 notebook from the cells of a parsed JSON document."""
+class InvalidNotebook(ValueError):
+    """The parts of a notebook that grading reads break nbformat's schema."""
+
+
+@functools.cache
+def _schema() -> dict:
+    """nbformat's own JSON schema of the newest nbformat 4 notebook."""
+    folder = Path(v4.__file__).parent
+    return json.loads((folder / v4.nbformat_schema[(None, None)]).read_text())
+
+
+def _first_error(instance, schema: dict) -> tuple[str, list] | None:
+    """The most relevant error of ``instance`` against ``schema``: (message, path), or None."""
+    from jsonschema import exceptions, validators
+
+    validator = validators.validator_for(_schema())(schema)
+    error = exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    message, shown = error.message, repr(error.instance)
+    if len(shown) > 60 and message.startswith(shown):  # a whole cell or list of cells
+        message = f"{type(error.instance).__name__} {shown[:40]}...{message[len(shown) :]}"
+    return message, list(error.absolute_path)
+
+
+def _where(path: list) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out
+
+
+def invalid_reason(raw: dict) -> str:
+    """Why the parts of a parsed notebook that grading reads are not valid nbformat 4 (as
+    nbformat's schema says it), or "" when they are.
+
+    Checked: the ``nbformat`` version, the list of cells, and each cell's ``cell_type``,
+    ``source`` and ``metadata`` (an object). Not checked, because the notebook is rebuilt
+    without them: outputs, execution counts, attachments, cell ids, the notebook's metadata,
+    ``nbformat_minor`` and unknown fields.
+    """
+    schema = _schema()
+    top = {
+        "nbformat_minor": schema["properties"]["nbformat_minor"].get("minimum", 5),
+        "metadata": {},
+    }
+    if "nbformat" in raw:
+        top["nbformat"] = raw["nbformat"]
+    if "cells" in raw:  # the cells one by one below, for errors that name their part
+        top["cells"] = [] if isinstance(raw["cells"], list) else raw["cells"]
+    error = _first_error(top, schema)
+    if error is not None:
+        message, path = error
+        return f"{_where(path) + ': ' if path else ''}{message}"
+    for index, cell in enumerate(raw["cells"]):
+        where = f"cells[{index}]"
+        if not isinstance(cell, dict):
+            return f"{where}: {json.dumps(cell)[:60]} is not a cell (a JSON object)"
+        kind = cell.get("cell_type")
+        if kind not in ("code", "markdown", "raw"):
+            what = f"cell_type {json.dumps(kind)[:40]}" if "cell_type" in cell else "no cell_type"
+            return f"{where}: {what}: a cell is 'code', 'markdown' or 'raw'"
+        view = {k: cell[k] for k in ("cell_type", "source", "metadata") if k in cell}
+        view["id"] = f"cell-{index}"
+        if isinstance(view.get("metadata"), dict):
+            view["metadata"] = {}  # its nbgrader part is matched to the release, not to nbformat
+        if kind == "code":
+            view.update(outputs=[], execution_count=None)
+        part = {"$ref": f"#/definitions/{kind}_cell", "definitions": schema["definitions"]}
+        error = _first_error(view, part)
+        if error is not None:
+            message, path = error
+            return f"{_where(['cells', index, *path])}: {message}"
+    return ""
+
+
+def _as_v4(raw: dict) -> tuple[dict, list[str]]:
+    """``raw`` as an nbformat 4 document (an nbformat 3 one converted by nbformat).
+
+    Raises:
+        InvalidNotebook: what grading reads is not valid nbformat (see :func:`invalid_reason`).
+    """
     notes = []
-    cells = raw.get("cells")
-    if cells is None and isinstance(raw.get("worksheets"), list):  # nbformat 3
-        cells = [c for ws in raw["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
-        notes.append("an nbformat 3 notebook: its cells were taken")
-    if not isinstance(cells, list):
-        raise ValueError("it has no list of cells")
+    if raw.get("nbformat") == 3:
+        try:
+            raw = json.loads(json.dumps(v4.upgrade(nbformat.from_dict(copy.deepcopy(raw)))))
+        except Exception as exc:  # noqa: BLE001 - nbformat's converter trusts its input
+            raise InvalidNotebook(
+                f"an nbformat 3 notebook nbformat cannot convert: {type(exc).__name__}: {exc}"
+            ) from None
+        notes.append("an nbformat 3 notebook: converted to nbformat 4")
+    reason = invalid_reason(raw)
+    if reason:
+        raise InvalidNotebook(reason)
+    return raw, notes
+
+
+def _rebuild(raw: dict) -> tuple[NotebookNode, list[str]]:
+    """A valid nbformat 4 notebook from the cells of a parsed JSON document.
+
+    Raises:
+        InvalidNotebook: see :func:`_as_v4`.
+    """
+    raw, notes = _as_v4(raw)
+    cells = raw["cells"]
     nb = v4.new_notebook()
     nb.metadata = {"language_info": {"name": "python"}}
     kernelspec = (
@@ -135,12 +237,8 @@ def _rebuild(raw: dict) -> tuple[NotebookNode, list[str]]:
             "display_name": "Python 3",
             "language": "python",
         }
-    dropped = 0
     for cell in cells:
-        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-            dropped += 1
-            continue
-        source = _text(cell.get("source", cell.get("input", "")))
+        source = _text(cell.get("source", ""))
         if cell["cell_type"] == "code":
             new = v4.new_code_cell(source)
         elif cell["cell_type"] == "markdown":
@@ -158,10 +256,6 @@ def _rebuild(raw: dict) -> tuple[NotebookNode, list[str]]:
         if isinstance(cid, str) and 1 <= len(cid) <= 64:
             new["id"] = cid
         nb.cells.append(new)
-    if dropped:
-        notes.append(
-            f"{dropped} entr{'y' if dropped == 1 else 'ies'} of the cell list not a cell: dropped"
-        )
     return nb, notes
 
 
@@ -327,6 +421,9 @@ def take_in(folder: Path, assignment: str) -> Intake:
         if not isinstance(raw, dict):
             raise ValueError("the file is not a JSON object")
         nb, notes = _rebuild(raw)
+    except InvalidNotebook as exc:
+        result.notes.append(f"invalid notebook: {str(exc)[:300]}")
+        return result
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         result.notes.append(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:200]}")
         return result

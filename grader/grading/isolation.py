@@ -9,12 +9,18 @@ is protected. The policy of one submission:
   the instructor's data (the working folder: gradebook, other submissions, results, the
   submissions folder). Checks run in the grading process (:mod:`grader.grading.judge`), so the kernel
   never needs any of it;
+* **visible, read-only**: only what the kernel needs: the system folders, the Python
+  environment and the course (its answers hidden as above); nothing else of the machine
+  (other users' homes, the grader's home, ``/var``, ``/opt``) exists in the sandbox;
 * **writable**: the folder of the graded notebook and the kernel's own folder (its home, made
   anew at every kernel start, caches, the socket files of its connection); a private ``/tmp``
   and ``/dev/shm``; nothing else (the rest of the file system is read-only);
+* **whose rights**: never the grader's when it is root: the kernel runs as ``nobody`` in a
+  user namespace of its own (:func:`grader.grading.sandbox.kernel_ids`), owning only its own
+  folders and files;
 * **not reachable**: the network (a network namespace of its own, loopback only: the kernel
-  talks to the grader over Unix sockets), other processes (a PID namespace), the grader's
-  environment variables (an allow-list is passed on);
+  talks to the grader over Unix sockets), other processes (a PID namespace), System V IPC,
+  the grader's environment variables (an allow-list is passed on);
 * **start-up**: the kernel starts in an empty read-only folder with Python's safe-path mode
   and no user site-packages, so no file a student wrote can be imported or run before the
   guard; it then moves to the notebook's folder.

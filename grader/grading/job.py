@@ -63,6 +63,10 @@ PRIVATE_TMP_ENV = "GRADER_PRIVATE_TMP"
 ALIAS = "student"
 #: Error names a CourseExecute writes into a cell (see grader.grading.execute).
 _COURSE_ERRORS = {"KernelDied", "NotRun"}
+#: How an allocation refused by the kernel's memory limit (an address-space limit on a CPU
+#: machine) reads in an error's message, besides a ``MemoryError``: torch's CPU allocator
+#: ("DefaultCPUAllocator: can't allocate memory"), a failed ``mmap`` or ``fork`` (ENOMEM).
+_REFUSED_ALLOCATION = ("can't allocate memory", "cannot allocate memory", "[errno 12]")
 
 
 def kill_tree(pid: int, *, include_root: bool = True, wait_s: float = 10) -> None:
@@ -274,7 +278,7 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     _read_scores(job_dir / "gradebook.db", aid, ALIAS, result)
     graded_nb = autograded / f"{aid}.ipynb"
     if graded_nb.is_file():
-        _read_outputs(course.read(graded_nb), result)
+        _read_outputs(course.read(graded_nb), result, options)
     records = guard.read_log(policy.audit_log)
     if not any(r.get("kind") == "installed" for r in records):
         result.review.append("guard: not confirmed (no start-up record in the audit log)")
@@ -298,7 +302,25 @@ def _read_scores(db: Path, aid: str, student: str, result: Result) -> None:
     result.failed_cells.sort()
 
 
-def _read_outputs(nb, result: Result) -> None:
+def memory_note(out: dict, options: GradingOptions) -> str:
+    """What the report says about an error output that the memory limits caused, or ""."""
+    ename, evalue = out.get("ename") or "", out.get("evalue") or ""
+    text = evalue.lower()
+    if "cuda out of memory" in text:
+        return f"ran out of its GPU memory (its share of the GPU: {options.gpu_fraction:.0%})"
+    if ename.endswith("MemoryError"):  # numpy's _ArrayMemoryError too
+        raised = ename
+    elif "raised memoryerror" in text:  # a check says what the student's function raised
+        raised = "MemoryError"
+    elif any(s in text for s in _REFUSED_ALLOCATION):
+        raised = ename or "an error"
+    else:
+        return ""
+    return f"ran out of its memory limit ({options.memory_gb:g} GB): {raised}"
+
+
+def _read_outputs(nb, result: Result, options: GradingOptions | None = None) -> None:
+    options = options or GradingOptions()
     result.not_checked = not_checked_cells(nb)
     result.deferred = [
         course.nbgrader_meta(c)["grade_id"]
@@ -315,10 +337,8 @@ def _read_outputs(nb, result: Result) -> None:
                 result.notes.append(f"{label}: {out.get('evalue')}")
             elif out.get("output_type") == "error" and out.get("ename") == "CellTimeoutError":
                 result.notes.append(f"{label}: timed out and was interrupted")
-            elif out.get("output_type") == "error" and (
-                out.get("ename") == "MemoryError" or "raised MemoryError" in out.get("evalue", "")
-            ):
-                result.notes.append(f"{label}: ran out of memory (MemoryError)")
+            elif out.get("output_type") == "error" and memory_note(out, options):
+                result.notes.append(f"{label}: {memory_note(out, options)}")
             elif out.get("output_type") == "error" and course.nbgrader_meta(cell).get("solution"):
                 result.notes.append(f"{label}: {out.get('ename')} when the cell ran")
             elif out.get("output_type") == "stream" and "[output truncated by" in out.get(

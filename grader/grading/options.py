@@ -30,6 +30,8 @@ class GradingOptions:
             are *deferred*: ``python -m grader merge`` takes their scores from the machine that
             graded them.
         gpu: Whether the grading machine has a CUDA GPU (None: ask torch where the job runs).
+        allow_root_unsandboxed: Grade as root without the bubblewrap sandbox (kernels then run
+            as root: :func:`grader.grading.pipeline.autograde` refuses that otherwise).
     """
 
     jobs: int = 1
@@ -44,6 +46,7 @@ class GradingOptions:
     rerun_demos: bool = False
     cells: str = "all"
     gpu: bool | None = None
+    allow_root_unsandboxed: bool = False
 
     @property
     def has_gpu(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 from tqdm.auto import tqdm
 
 from grader.checks.common import GRADING_ENV
+from grader.grading import sandbox
 from grader.grading.config import (  # noqa: F401 - re-exported: the course's nbgrader configuration
     CELL_TIMEOUT_S,
     COURSE_ID,
@@ -91,6 +93,41 @@ def refuse_without_gpu(
             f"({points:g} points per student): {listing}.\n"
             "Grade on a GPU machine, or pass --cpu-ok to accept that those cells score 0 "
             "(the report lists them as not checked)."
+        )
+
+
+def root_unsandboxed(options: GradingOptions) -> str:
+    """Why kernels would run as root with nothing between them and the machine (this process
+    is root and the sandbox is off or unavailable), or "" when they would not."""
+    if os.geteuid() != 0:
+        return ""
+    if not options.isolate:
+        return "the sandbox is turned off (--no-sandbox)"
+    if not sandbox.bwrap_available():
+        return (
+            "bubblewrap (bwrap) is not installed or cannot create its namespaces here"
+            if shutil.which("bwrap")
+            else "bubblewrap (bwrap) is not installed"
+        )
+    return ""
+
+
+def refuse_root_unsandboxed(options: GradingOptions) -> None:
+    """Refuse to run students' code as root without the sandbox unless told to.
+
+    Raises:
+        PipelineError: this process is root, kernels would not be sandboxed, and
+            ``options.allow_root_unsandboxed`` is False.
+    """
+    why = root_unsandboxed(options)
+    if why and not options.allow_root_unsandboxed:
+        raise PipelineError(
+            f"REFUSED: this command runs as root and {why}, so every student's code would run "
+            "as root on this machine: it could read and change anything here (other students' "
+            "submissions, the gradebook, the course's answers, /etc/shadow, your home folder).\n"
+            "Install bubblewrap (apt-get install bubblewrap) so kernels run sandboxed as an "
+            "unprivileged user, or grade as an unprivileged user, or pass "
+            "--allow-root-unsandboxed to accept the risk (trusted notebooks only)."
         )
 
 
@@ -174,6 +211,7 @@ def autograde(
     progress: bool = True,
     shard: tuple[int, int] | None = None,
     engine=None,
+    allow_root_unsandboxed: bool = False,
 ) -> list[Result]:
     """Autograde every submission in a folder with nbgrader, several at a time, each isolated
     (see :mod:`grader.grading.grading`), into the gradebook of ``work``.
@@ -195,16 +233,21 @@ def autograde(
             :func:`grader.grading.grading.shard_of`), for ``python -m grader merge`` to combine.
         engine: What runs the jobs (default: processes on this machine; see
             :func:`grader.grading.grading.grade_class`).
+        allow_root_unsandboxed: Grade as root without the sandbox (also
+            ``options.allow_root_unsandboxed``): for trusted notebooks only, such as the
+            course's own samples.
 
     Returns:
         One :class:`grader.grading.grading.Result` per (student, assignment), in order.
 
     Raises:
-        PipelineError: no GPU and not ``cpu_ok``, a bad shard, or the gradebook could not be
-            prepared.
+        PipelineError: no GPU and not ``cpu_ok``, grading as root without the sandbox and not
+            ``allow_root_unsandboxed``, a bad shard, or the gradebook could not be prepared.
     """
     options = options or GradingOptions.for_machine()
     options.cpu_ok = options.cpu_ok or cpu_ok
+    options.allow_root_unsandboxed = options.allow_root_unsandboxed or allow_root_unsandboxed
+    refuse_root_unsandboxed(options)
     config = course_config(work, submitted)
     submitted_dir = Path(config.CourseDirectory.submitted_directory)
     pairs = submissions_in(submitted_dir)

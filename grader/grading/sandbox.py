@@ -20,14 +20,27 @@ kernel's first line runs:
   ``PYTHONNOUSERSITE``) in an empty folder, so no file in the notebook's folder is imported
   before the guard runs;
 * where `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``) is installed and
-  works, runs the kernel in a **mount and PID namespace**: the whole file system read-only,
-  the course's ``solutions/``, ``.git``, sample answers, the instructor's working folder
-  (gradebook, other students' submissions and results) and the submissions folder hidden
-  behind empty directories, except the submission's own staging folder (writable) and the one
-  source notebook its checks need (read-only); a private ``/tmp`` (a course or Python
-  environment installed under ``/tmp`` stays visible, read-only); every process of the
-  submission ends with the kernel. Without bubblewrap the kernel runs unisolated (the report
-  says so) and :mod:`grader.grading.guard` still blocks and records what it can.
+  works, runs the kernel in a sandbox built from an **allow-list**: an empty root holding,
+  read-only, only the system folders (:data:`SYSTEM_PATHS`), the Python environment and the
+  course (:func:`python_environment`), with the course's ``solutions/``, ``.git``, sample
+  answers, the instructor's working folder (gradebook, other students' submissions and
+  results) and the submissions folder hidden behind empty directories; writable, only the
+  submission's own folders (its home, the graded notebook's folder, its sockets); a private
+  ``/tmp`` and ``/dev/shm``; its own mount, PID, IPC and network namespaces. Nothing else
+  (``/home``, ``/root``, ``/var``, ``/opt``, ...) exists there, and every process of the
+  submission ends with the kernel;
+* **never with the grader's privileges**: when the grader is root, bubblewrap sets the sandbox
+  up as root, then the kernel's user and groups are dropped to ``nobody``
+  (:func:`kernel_ids`) before a second bubblewrap gives the kernel a **user namespace of its
+  own** (no capabilities, no further user namespaces), so files only root may read (such as
+  ``/etc/shadow``) stay unreadable. The kernel's own folders and files (its home, the graded
+  notebook's folder, its socket folder, the connection file, the guard's settings and pipe)
+  are given to that user (:func:`grant`); nothing else changes owner. When the grader is not
+  root, the kernel runs as the grader's user in a user namespace of its own and sees only
+  the allow-list above. Without bubblewrap the kernel runs unisolated with the grader's
+  rights (the report says so; ``python -m grader autograde`` refuses that as root unless told
+  ``--allow-root-unsandboxed``) and :mod:`grader.grading.guard` still blocks and records what
+  it can.
 
 :func:`bwrap_available` tells whether isolation works on this machine.
 """
@@ -37,11 +50,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pwd
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -89,50 +104,110 @@ class SandboxSettings:
         return cls(**json.loads(Path(path).read_text()))
 
 
-@functools.cache
-def bwrap_available() -> bool:
-    """True when ``bwrap`` is on PATH and can create the namespaces and mounts this module uses
-    (a container may allow user namespaces but not a fresh ``/proc``: every kernel would then
-    fail to start, so such a machine grades without the sandbox and says so)."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False
+#: System folders every kernel sees, read-only (where they exist): programs, libraries, their
+#: configuration (``/etc``: the files only root may read stay unreadable to the kernel's user)
+#: and ``/sys`` (CPU and GPU topology, read by torch and the CUDA driver).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+
+#: Environment variables naming folders a kernel reads (kept by :data:`KEPT_ENVIRONMENT`):
+#: shown read-only when they exist.
+PATH_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "GPU_COURSE_DATA")
+
+#: Run inside the sandbox as root, before the kernel: drop to the kernel's user and groups,
+#: then run the rest of the command (``python -I -S``: no site, no environment, no script
+#: folder on ``sys.path``, so nothing but the standard library runs with root's rights).
+_DROP = (
+    "import os, sys; u, g = int(sys.argv[1]), int(sys.argv[2]); os.setgroups([]); "
+    "os.setresgid(g, g, g); os.setresuid(u, u, u); os.execv(sys.argv[3], sys.argv[3:])"
+)
+
+
+def kernel_ids() -> tuple[int, int] | None:
+    """The user and group a sandboxed kernel runs as when the grader is root: ``nobody``'s
+    (65534 where the system has no such user); None when the grader is not root (the kernel
+    then keeps the grader's user, in a user namespace of its own)."""
+    if os.geteuid() != 0:
+        return None
     try:
-        proc = subprocess.run(
-            [
-                exe,
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev-bind",
-                "/dev",
-                "/dev",
-                "--tmpfs",
-                "/dev/shm",
-                "--proc",
-                "/proc",
-                "--tmpfs",
-                "/tmp",
-                "--unshare-pid",
-                "--unshare-net",
-                "--die-with-parent",
-                "true",
-            ],  # fmt: skip
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return 65534, 65534
+    if entry.pw_uid == 0 or entry.pw_gid == 0:  # a broken passwd file: never root
+        return 65534, 65534
+    return entry.pw_uid, entry.pw_gid
+
+
+@dataclass(frozen=True)
+class Features:
+    """What bubblewrap can do on this machine (see :func:`features`).
+
+    Attributes:
+        user_namespace: The kernel gets a user namespace of its own (unprivileged user
+            namespaces are allowed here).
+        disable_userns: bubblewrap can forbid further user namespaces inside (0.8 or newer).
+    """
+
+    user_namespace: bool
+    disable_userns: bool
+
+
+@functools.cache
+def features() -> Features | None:
+    """How the sandbox can be built here, or None when bubblewrap is missing or cannot create
+    the namespaces and mounts this module uses (a container may allow user namespaces but not
+    a fresh ``/proc``: every kernel would then fail to start, so such a machine grades without
+    the sandbox and says so). Tries the strongest form first: a user namespace of the kernel's
+    own with no further user namespaces, then without that restriction, then (as root only)
+    the dropped user without a user namespace of its own."""
+    if not shutil.which("bwrap"):
+        return None
+    candidates = [Features(True, True), Features(True, False)]
+    if os.geteuid() == 0:
+        candidates.append(Features(False, False))
+    true = shutil.which("true") or "/bin/true"
+    with tempfile.TemporaryDirectory(prefix="bwrap-probe-") as tmp:
+        os.chmod(tmp, 0o755)  # the kernel's user must reach it
+        probe = SandboxSettings(staging=tmp, cwd=tmp, no_network=True)
+        for candidate in candidates:
+            try:
+                proc = subprocess.run(
+                    bwrap_command(probe, [true], candidate), capture_output=True, timeout=60
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if proc.returncode == 0:
+                return candidate
+    return None
+
+
+def bwrap_available() -> bool:
+    """True when the bubblewrap sandbox works on this machine (see :func:`features`)."""
+    return features() is not None
 
 
 def isolation_label(isolate: bool = True) -> str:
-    """One phrase for reports: what the grading kernels can see."""
-    if isolate and bwrap_available():
-        return "bubblewrap sandbox (read-only system, course and other students hidden)"
+    """One phrase for reports: what the grading kernels can see, and as whom they run."""
+    found = features() if isolate else None
+    if found is not None:
+        ids = kernel_ids()
+        who = f"uid {ids[0]}" if ids else f"this user (uid {os.geteuid()})"
+        where = (
+            "in a user namespace of its own"
+            if found.user_namespace
+            else "without a user namespace of its own"
+        )
+        return (
+            f"bubblewrap sandbox (kernels run as {who} {where}; they see only the system "
+            "folders, the Python environment, the course with its answers hidden, and their "
+            "own folders)"
+        )
+    root = " AS ROOT" if os.geteuid() == 0 else ""
     if isolate:
-        return "NOT isolated (bubblewrap not available): kernels can read the course folder"
-    return "NOT isolated (--no-sandbox): kernels can read the course folder"
+        return (
+            f"NOT isolated (bubblewrap not available): kernels run{root} with the grader's "
+            "rights and can read the course folder"
+        )
+    return f"NOT isolated (--no-sandbox): kernels run{root} with the grader's rights and can read the course folder"
 
 
 #: Environment variables a grading kernel keeps from the grader's environment (all others are
@@ -209,66 +284,236 @@ def kernel_environment(settings: SandboxSettings, parent: dict | None = None) ->
     return env
 
 
-def software_under_tmp() -> list[str]:
-    """Folders under ``/tmp`` that the kernel needs to start: the Python environment, the
-    course (for ``grader``) and every ``sys.path`` entry (a course cloned into ``/tmp``, as on
-    some CI runners). The sandbox gives the kernel a private, empty ``/tmp``; these are bound
-    back read-only, before the course's protected folders are hidden again."""
-    tmp = Path("/tmp").resolve()
-    found: set[Path] = set()
+#: Folders the sandbox makes its own (private, or fresh): never bound from outside.
+_OWN = ("/tmp", "/dev/shm", "/proc")
+
+
+def _outermost(paths) -> list[Path]:
+    """The paths that are not inside another one of them (binding a folder shows its children)."""
+    found = {Path(p) for p in paths}
+    return sorted(p for p in found if not any(q in p.parents for q in found))
+
+
+def python_environment(command: list[str] | None = None) -> list[str]:
+    """The folders a kernel needs from outside the system folders, as real paths: the Python
+    environment (this interpreter's prefixes and every ``sys.path`` entry; the base
+    installation of a virtual environment too, wherever it lives, e.g. in a home folder only
+    root may enter), the course (for ``grader``), the folders named by :data:`PATH_VARIABLES`,
+    and the installation of the kernel command's interpreter. Outermost folders only."""
+    repo = Path(__file__).resolve().parents[2]  # grader/grading/sandbox.py
+    here = os.getcwd()
+    env_paths = [
+        entry for name in PATH_VARIABLES for entry in os.environ.get(name, "").split(os.pathsep)
+    ]
     candidates = [
         sys.prefix,
-        sys.base_prefix,
         sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
         os.path.dirname(os.path.realpath(sys.executable)),
-        str(Path(__file__).resolve().parents[2]),  # the repository: grader/grading/sandbox.py
-        *sys.path,
-        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+        str(repo),
+        *(p for p in sys.path if p and (p != here or p in env_paths)),  # not `-m`'s folder
+        *env_paths,
     ]
+    if command and os.path.basename(command[0]).startswith("python"):
+        exe = shutil.which(command[0]) or command[0]
+        candidates.append(str(Path(os.path.realpath(exe)).parent.parent))
+    found = []
     for entry in candidates:
-        if not entry:
+        if not entry or not os.path.isabs(entry):
             continue
-        path = Path(entry).resolve()
-        if path != tmp and tmp in path.parents and path.exists():
-            found.add(path)
-    # keep the outermost folders only: binding a parent already shows its children
-    outer = sorted(p for p in found if not any(q in p.parents for q in found))
-    return [str(p) for p in outer]
+        path = Path(os.path.realpath(entry))
+        # never the root or a folder the sandbox makes its own (a script run from /tmp)
+        if path.exists() and not any(path == Path(m) or path in Path(m).parents for m in _OWN):
+            found.append(path)
+    return [str(p) for p in _outermost(found)]
 
 
-def bwrap_command(settings: SandboxSettings, command: list[str]) -> list[str]:
-    """The bubblewrap command line that runs ``command`` as described in the module docstring."""
-    args = [
-        shutil.which("bwrap") or "bwrap",
-        "--ro-bind", "/", "/",
-        "--dev-bind", "/dev", "/dev",  # GPUs (/dev/nvidia*) and /dev/shm for DataLoader workers
-        "--tmpfs", "/dev/shm",  # a private one: DataLoader workers share memory through it
-        "--proc", "/proc",
-        "--tmpfs", "/tmp",
-    ]  # fmt: skip
-    for path in software_under_tmp():  # a course or Python installed under /tmp stays visible
-        args += ["--ro-bind", path, path]
-    for path in settings.hide:
-        if Path(path).is_dir():
-            args += ["--tmpfs", path]
-        elif Path(path).exists():  # a file (a git worktree's .git): an empty file in its place
-            args += ["--ro-bind", "/dev/null", path]
+def software_under_tmp() -> list[str]:
+    """The folders of :func:`python_environment` that lie under ``/tmp`` (a course or Python
+    environment cloned there, as on some CI runners): the sandbox's ``/tmp`` is private, and
+    these are bound into it read-only."""
+    tmp = Path("/tmp").resolve()
+    return [p for p in python_environment() if tmp in Path(p).parents]
+
+
+def _links_on_the_way(path: str) -> list[tuple[str, str]]:
+    """``(link, target)`` for each symbolic link met while resolving ``path`` (a virtual
+    environment's ``bin/python``, a ``.venv`` link to a shared environment)."""
+    out: list[tuple[str, str]] = []
+    todo = list(Path(os.path.abspath(path)).parts[1:])
+    current = Path("/")
+    for _ in range(256):  # a bound on link loops
+        if not todo:
+            break
+        step = current / todo.pop(0)
+        if step.is_symlink():
+            target = os.readlink(step)
+            out.append((str(step), target))
+            resolved = Path(os.path.normpath(current / target))
+            todo = list(resolved.parts[1:]) + todo
+            current = Path("/")
+        else:
+            current = step
+    return out
+
+
+class _Layout:
+    """The bubblewrap arguments that build a root file system from nothing, one mount at a
+    time, creating each mount point's missing parent folders world-readable (bubblewrap
+    would copy the modes of the real parents, and a parent only root may enter, such as
+    ``/root``, would hide what is bound under it from the kernel's user)."""
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self._mounts: list[tuple[Path, bool]] = []  # (mount point, holds the real files)
+        self._made: set[Path] = set()
+
+    def _backing(self, path: Path) -> tuple[Path, bool] | None:
+        """The innermost mount that holds ``path``."""
+        best = None
+        for point, real in self._mounts:
+            if (point == path or point in path.parents) and (
+                best is None or len(point.parts) > len(best[0].parts)
+            ):
+                best = (point, real)
+        return best
+
+    def exists(self, path: Path) -> bool:
+        """Whether ``path`` will exist in the sandbox as it does outside (under a bind)."""
+        backing = self._backing(path)
+        return backing is not None and backing[1]
+
+    def shown(self, path: Path) -> bool:
+        """Whether ``path`` lies under something mounted (bound, or an empty folder)."""
+        return self._backing(path) is not None
+
+    def _parents(self, dest: Path) -> None:
+        for parent in reversed(dest.parents):
+            if parent == Path("/") or parent in self._made:
+                continue
+            backing = self._backing(parent)
+            if backing is not None and (backing[1] or backing[0] == parent):
+                continue  # a real folder under a bind, or a mount point itself
+            self.args += ["--perms", "0755", "--dir", str(parent)]
+            self._made.add(parent)
+
+    def bind(self, option: str, src: str, dest: str) -> None:
+        dest_path = Path(dest)
+        self._parents(dest_path)
+        self.args += [option, src, dest]
+        self._mounts.append((dest_path, True))
+
+    def empty(self, dest: str, perms: str = "0755") -> None:
+        dest_path = Path(dest)
+        self._parents(dest_path)
+        self.args += ["--perms", perms, "--tmpfs", dest]
+        self._mounts.append((dest_path, False))
+
+    def symlink(self, target: str, dest: str) -> None:
+        dest_path = Path(dest)
+        if self.exists(dest_path) or dest_path in self._made:
+            return
+        self._parents(dest_path)
+        self.args += ["--symlink", target, dest]
+        self._made.add(dest_path)
+
+
+def bwrap_command(
+    settings: SandboxSettings, command: list[str], found: Features | None = None
+) -> list[str]:
+    """The bubblewrap command line that runs ``command`` as described in the module docstring.
+
+    Args:
+        settings: The kernel's folders and what to hide.
+        command: The command to run in the sandbox (the kernel's).
+        found: The sandbox's form (default: :func:`features`, the strongest that works here).
+    """
+    found = found or features() or Features(True, False)
+    bwrap = shutil.which("bwrap") or "bwrap"
+    ids = kernel_ids()
+    layout = _Layout()
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            layout.symlink(os.readlink(path), path)  # /lib -> usr/lib on a merged /usr
+        elif os.path.isdir(path):
+            layout.bind("--ro-bind", path, path)
+    layout.bind("--dev-bind", "/dev", "/dev")  # GPUs (/dev/nvidia*), /dev/null, /dev/urandom
+    layout.empty("/dev/shm", "1777")  # a private one: DataLoader workers share memory through it
+    layout.args += ["--proc", "/proc"]
+    layout.empty("/tmp", "1777")
+    software = python_environment(command)
+    for path in software:
+        if not layout.exists(Path(path)):
+            layout.bind("--ro-bind", path, path)
+    for path in settings.hide:  # the course's answers, the instructor's data
+        if layout.exists(Path(path)):
+            if Path(path).is_dir():
+                layout.empty(path)
+            elif Path(path).exists():  # a file (a git worktree's .git): an empty file instead
+                layout.bind("--ro-bind", "/dev/null", path)
+    # the paths the kernel is started by, as written (a virtual environment's links)
+    wanted = [command[0], sys.executable, sys.prefix, *(p for p in sys.path if p)]
+    for path in wanted:
+        if os.path.isabs(path):
+            for link, target in _links_on_the_way(path):
+                layout.symlink(target, link)
     exposed = list(settings.expose_read_only)
-    if "-f" in command[:-1]:  # the kernel's connection file (often in /tmp, hidden above)
-        exposed.append(command[command.index("-f") + 1])
+    connection = _connection_file(command)
+    if connection:  # the kernel's connection file (often in /tmp, hidden above)
+        exposed.append(connection)
     for path in exposed:
         if Path(path).exists():
-            args += ["--ro-bind", path, path]
+            layout.bind("--ro-bind", path, path)
     for path in [settings.staging, *settings.writable]:
-        args += ["--bind", path, path]
-    args += [
-        "--chdir", settings.cwd,
-        "--unshare-pid",
-        "--die-with-parent",
-    ]  # fmt: skip
+        layout.bind("--bind", path, path)
+    layout.args += ["--remount-ro", "/", "--chdir", settings.cwd]
+    layout.args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if settings.no_network:
-        args.append("--unshare-net")
-    return [*args, "--", *command]
+        layout.args.append("--unshare-net")
+    inner = [*command]
+    if ids is None:  # not root: this bubblewrap gives the kernel its user namespace
+        userns = ["--unshare-user", *(["--disable-userns"] if found.disable_userns else [])]
+        return [bwrap, *layout.args, *userns, "--", *inner]
+    # root: set up as root, drop to the kernel's user, then a user namespace of its own
+    if found.user_namespace:
+        inner = [
+            bwrap, "--unshare-user", *(["--disable-userns"] if found.disable_userns else []),
+            "--dev-bind", "/", "/", "--chdir", settings.cwd, "--die-with-parent", "--", *inner,
+        ]  # fmt: skip
+    drop = [os.path.realpath(sys.executable), "-I", "-S", "-c", _DROP, str(ids[0]), str(ids[1])]
+    caps = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    inner[0] = shutil.which(inner[0]) or inner[0]  # the drop runs it by its path
+    return [bwrap, *layout.args, *caps, "--", *drop, *inner]
+
+
+def _connection_file(command: list[str]) -> str:
+    """The kernel's connection file (``-f PATH`` in its command), or ""."""
+    if "-f" in command[:-1]:
+        return command[command.index("-f") + 1]
+    return ""
+
+
+def grant(settings: SandboxSettings, command: list[str]) -> None:
+    """Give the kernel's user (:func:`kernel_ids`, when the grader is root) what the kernel
+    must write or read there: its home and staging folder (everything in them), the folders
+    it writes (the graded notebook's folder, its sockets; not what they hold), and its own
+    files shown read-only (the guard's settings and pipe, its start folder, the connection
+    file). Nothing else changes owner. Does nothing when the grader is not root."""
+    ids = kernel_ids()
+    if ids is None:
+        return
+    uid, gid = ids
+    for root, dirs, files in os.walk(settings.staging):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
+    own = [settings.staging, *settings.writable, *settings.expose_read_only]
+    connection = _connection_file(command)
+    if connection:
+        own.append(connection)
+    for path in own:
+        if os.path.lexists(path) and not os.path.islink(path):
+            os.chown(path, uid, gid)
 
 
 def _apply_limits(settings: SandboxSettings) -> None:
@@ -281,7 +526,8 @@ def _apply_limits(settings: SandboxSettings) -> None:
 
 def launch(settings_path: str, command: list[str]) -> None:
     """Apply the limits and environment, then replace this process with the kernel
-    (inside bubblewrap when asked and available). Does not return."""
+    (inside bubblewrap when asked and available, as :func:`kernel_ids`' user when the grader
+    is root). Does not return."""
     settings = SandboxSettings.read(settings_path)
     fresh_home(settings)
     env = kernel_environment(settings)
@@ -290,6 +536,14 @@ def launch(settings_path: str, command: list[str]) -> None:
         # In the new PID namespace the kernel's parent has pid 1, which ipykernel reads as
         # "my parent died"; bubblewrap's --die-with-parent ends the kernel with the grader.
         env.pop("JPY_PARENT_PID", None)
+        ids = kernel_ids()
+        if ids is not None:
+            grant(settings, command)
+            try:
+                name = pwd.getpwuid(ids[0]).pw_name
+            except KeyError:
+                name = str(ids[0])
+            env["USER"] = env["LOGNAME"] = name
         # Jupyter interrupts a kernel by sending SIGINT to its process group, bwrap included:
         # bwrap must survive it (the kernel installs its own handler while a cell runs).
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -83,7 +83,10 @@ def run(
             work = Path(tmp) / f"work-{n}"
             opts = grading.GradingOptions.for_machine(n, cpu_ok=True, **options)
             start = time.perf_counter()
-            results = autograde(submitted, work=work, assignment_ids=[assignment], options=opts)
+            results = autograde(
+                submitted, work=work, assignment_ids=[assignment], options=opts,
+                allow_root_unsandboxed=True,  # the course's own samples, not students' code
+            )  # fmt: skip
             wall = time.perf_counter() - start
             ok = len(results) == students and all(r.status == "graded" for r in results)
             base = rows[0].wall_s if rows else wall
@@ -115,7 +118,7 @@ def _ray_run(assignment, students, submitted, tmp, nodes, rows, options) -> Run:
         start = time.perf_counter()
         results = autograde(
             submitted, work=tmp / "work-ray", assignment_ids=[assignment], options=opts,
-            engine=RayEngine(cluster.address),
+            engine=RayEngine(cluster.address), allow_root_unsandboxed=True,
         )  # fmt: skip
         wall = time.perf_counter() - start
     finally:

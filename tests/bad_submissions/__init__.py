@@ -10,7 +10,8 @@ Fields of :class:`Case`:
     code: grade id -> code of a solution cell (the other cells hold the reference);
         ``{reference}`` in it stands for the reference code of that cell.
     edit: how else the notebook is changed (``delete_tests``, ``edit_tests``, ``rename``,
-        ``missing``, ``notebook_link``, ``notebook_folder``) or None.
+        ``missing``, ``notebook_link``, ``notebook_folder``, ``invalid_schema``,
+        ``invalid_notebook``) or None.
     folder: the student's folder name (default: the case's name).
     files: other entries of the submission folder: name -> text, bytes, or ``LINK + target``
         for a symbolic link.
@@ -70,6 +71,38 @@ for target in targets:
     except OSError as e:
         print("refused", e)
 os._exit(1)
+"""
+
+
+#: The prefetch cell's extra code in ``reads_system_secrets``: it prints the kernel's user and
+#: everything it can read of /etc/shadow, every home folder (/home, /root, the password file's
+#: homes) and the grader's home, so that tests/test_grading.py can check that none of it (nor
+#: the secrets the test plants there) reaches the graded notebook or the feedback.
+READ_SYSTEM_SECRETS = """
+import os
+import pwd
+
+
+def _show(path):
+    try:
+        with open(path, "rb") as f:
+            print("READ", path, f.read(300))
+    except OSError as e:
+        print("refused", path, type(e).__name__)
+
+
+print("uid", os.getuid(), "gid", os.getgid())
+_show("/etc/shadow")
+_show("/etc/gshadow")
+_homes = {"/home", "/root", os.path.expanduser("~root")}
+_homes |= {p.pw_dir for p in pwd.getpwall() if p.pw_dir.startswith(("/home/", "/root"))}
+_seen = 0
+for _home in sorted(_homes):
+    for _root, _dirs, _files in os.walk(_home, onerror=lambda e: print("refused", e.filename)):
+        for _name in _files:
+            _seen += 1
+            if _seen < 200:
+                _show(os.path.join(_root, _name))
 """
 
 
@@ -176,7 +209,17 @@ CASES = [
             "        hog.append(bytearray(200 * 2**20))\n"
         },
         exercises=("prefetch",),
-        says=("memoryerror",),
+        says=("ran out of its memory limit (6 GB): MemoryError",),
+    ),
+    Case(
+        "torch_memory_hog",
+        "the prefetch cell allocates torch tensors until the memory limit refuses one (torch "
+        "raises RuntimeError): the report names the memory limit, grading goes on",
+        code={
+            "prefetch_to_device": REFERENCE + "\nimport torch\n\n\ndef _hog():\n    hog = []\n"
+            "    while True:\n        hog.append(torch.empty(2**28))\n\n\n_hog()\n"
+        },
+        says=("prefetch_to_device: ran out of its memory limit (6 GB): RuntimeError",),
     ),
     Case(
         "enormous_output",
@@ -577,6 +620,15 @@ CASES = [
         edit="invalid_schema",
     ),
     Case(
+        "invalid_notebook",
+        "JSON that nbformat rejects: the answers' sources written as objects and every points "
+        "value as a string (in a valid notebook, changed metadata that would be flagged)",
+        edit="invalid_notebook",
+        exercises=(),
+        status="missing",
+        says=("invalid notebook: cells[", "].source: dict {'lines'"),
+    ),
+    Case(
         "not_a_notebook",
         "the .ipynb file holds bytes that are not JSON",
         raw=b"\x00\xffnot json at all" * 100,
@@ -592,6 +644,12 @@ CASES = [
             "display({'image/png': 'A' * (60 * 2**20)}, raw=True)\n"
         },
         says=("output truncated",),
+    ),
+    Case(
+        "reads_system_secrets",
+        "the prefetch cell prints /etc/shadow, every home folder (another user's, /root) and "
+        "the grader's home: the kernel runs unprivileged and sees none of them",
+        code={"prefetch_to_device": REFERENCE + "\n" + READ_SYSTEM_SECRETS},
     ),
     Case(
         "prints_environment",
