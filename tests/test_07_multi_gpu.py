@@ -392,3 +392,16 @@ def test_forked_ranks_that_cannot_run_autograd_are_spawned_again(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK: average_gradients" in proc.stdout
+
+
+def test_the_reference_can_be_rebuilt_in_a_spawned_rank():
+    """Where fork is unsafe (after fake-tensor tracing in this process, say), ranks are spawned
+    and rebuild the function from its source: the reference's source is in the line cache."""
+    import inspect
+
+    from grader.runtime import course
+    from grader.runtime.distributed import function_recipe
+
+    fn = course.reference(A).average_gradients
+    assert "def average_gradients" in inspect.getsource(fn)
+    assert function_recipe(fn)

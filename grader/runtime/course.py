@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import linecache
 import sys
 import types
 from dataclasses import dataclass
@@ -341,9 +342,15 @@ def reference(assignment_id: str) -> types.ModuleType:
     try:
         for grade_id, source in _solution_sources(source_path(assignment_id)):
             _, body = split_writefile(source)
+            text = strip_solution_markers(body)
+            filename = f"<reference {assignment_id}:{grade_id}>"
+            # In the line cache, as IPython registers a notebook's cells: `inspect.getsource`
+            # finds the reference's functions and classes, so they can be rebuilt in a spawned
+            # rank (grader.runtime.distributed), and tracebacks show the reference's lines.
+            linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
             code = compile(
-                strip_solution_markers(body),
-                f"<reference {assignment_id}:{grade_id}>",
+                text,
+                filename,
                 "exec",
                 dont_inherit=True,  # no `from __future__ import annotations` from this module
             )
