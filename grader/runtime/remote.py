@@ -283,7 +283,7 @@ def request_code(fn: Callable, target: str | None, args: tuple, kwargs: dict) ->
     _require_probe(fn)
     nonce = secrets.token_hex(8)
     payload = base64.b64encode(pickle.dumps((nonce, fn, target, args, kwargs))).decode()
-    return f"__import__('grader.runtime.remote').remote.serve({payload!r})", nonce
+    return f"__import__('grader.runtime.remote').runtime.remote.serve({payload!r})", nonce
 
 
 def serve(request: str) -> None:
