@@ -311,7 +311,9 @@ def check_peak_memory_bytes(peak_memory_bytes) -> None:
         elif 0 < got < MB:
             cause = "return bytes: do not convert to MiB (/ 2**20) or MB (/ 10**6)"
         elif abs(got - (expected - _PEAK_KEPT)) <= MB:
-            cause = "read the baseline (memory_allocated()) before calling fn: fn still holds 10 MB "
+            cause = (
+                "read the baseline (memory_allocated()) before calling fn: fn still holds 10 MB "
+            )
             "when it returns, so a baseline read afterwards hides that part of its peak"
         else:
             cause = "use max_memory_allocated (bytes tensors use), not memory_reserved (what the caching allocator holds)"
