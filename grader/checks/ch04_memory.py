@@ -313,8 +313,8 @@ def check_peak_memory_bytes(peak_memory_bytes) -> None:
         elif abs(got - (expected - _PEAK_KEPT)) <= MB:
             cause = (
                 "read the baseline (memory_allocated()) before calling fn: fn still holds 10 MB "
+                "when it returns, so a baseline read afterwards hides that part of its peak"
             )
-            "when it returns, so a baseline read afterwards hides that part of its peak"
         else:
             cause = "use max_memory_allocated (bytes tensors use), not memory_reserved (what the caching allocator holds)"
         fail(
@@ -572,8 +572,10 @@ def check_h2d_bandwidth(h2d_bandwidth) -> None:
         if 7.6 <= ratio <= 8.4:
             cause = "GB/s counts bytes: do not multiply by 8 (that gives gigabits per second)"
         elif 0.24 <= ratio <= 0.26:
-            cause = "you copied 4 bytes per counted byte: torch.empty(nbytes) makes nbytes float32 "
-            "elements; allocate dtype=torch.uint8 to copy nbytes bytes"
+            cause = (
+                "you copied 4 bytes per counted byte: torch.empty(nbytes) makes nbytes float32 "
+                "elements; allocate dtype=torch.uint8 to copy nbytes bytes"
+            )
         elif ratio > 1.05:
             cause = "the copy was not finished when the clock stopped: synchronize (torch.cuda.synchronize() or end_event.synchronize()) before reading the time"
         elif 0.9 < ratio < 0.95:
