@@ -152,9 +152,13 @@ def test_mean_loss_check_accepts_moves_to_the_model_device():
         device = next(model.parameters()).device
         model.to(device)
         total = torch.zeros((), device=device)
+        count = 0
         for x, y in batches:
             total = total + loss_fn(model(x.to(device)), y.to(device=device)).detach().to(total)
-        return (total / len(batches)).to(device)
+            count += 1
+        if not count:
+            raise ValueError("no batches")
+        return (total / count).to(device)
 
     checks.check_mean_loss_without_sync(moves)
 

@@ -11,7 +11,13 @@ from grader.checks import ch04_memory as checks
 from grader.checks.common import CheckFailed
 from grader.runtime.simulate import SimulatedCuda, simulated_cuda
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    answer_fn,
+    assert_sample_scores_as_declared,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "04_memory"
 
@@ -228,3 +234,25 @@ def test_h2d_bandwidth_cuda_check_takes_each_sides_best_round():
         assert len(calls) == 2 * checks.H2D_ROUNDS
         with pytest.raises(CheckFailed, match="reference on this GPU"):
             checks.check_h2d_bandwidth_cuda(lambda nbytes, pinned: ref(nbytes, pinned) / 2)
+
+
+@pytest.mark.parametrize(
+    "check, sample, name, cause",
+    [
+        (
+            "check_peak_memory_bytes",
+            "wrong_peak_baseline_after_fn",
+            "peak_memory_bytes",
+            "before calling fn",
+        ),
+        ("check_peak_memory_bytes", "wrong_peak_returns_mib", "peak_memory_bytes", "return bytes"),
+        ("check_h2d_bandwidth", "wrong_h2d_bits", "h2d_bandwidth", "gigabits"),
+        ("check_h2d_bandwidth", "wrong_h2d_float32_elements", "h2d_bandwidth", "dtype=torch.uint8"),
+        ("check_h2d_bandwidth", "wrong_h2d_gib", "h2d_bandwidth", "not GiB/s"),
+    ],
+)
+def test_unit_and_baseline_mistakes_are_named(check, sample, name, cause):
+    """The message names the likely cause of each unit or baseline mistake."""
+    with pytest.raises(CheckFailed) as err:
+        getattr(checks, check)(answer_fn("04_memory", sample, name))
+    assert cause in str(err.value)

@@ -18,7 +18,13 @@ from grader.grading import judge
 from grader.runtime import course, remote
 from grader.tools import samples
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    answer_fn,
+    assert_sample_scores_as_declared,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "05_tensor_cores"
 
@@ -275,3 +281,34 @@ def test_matmul_tflops_cuda_check_takes_each_sides_best_round(monkeypatch):
         assert len(calls) == len(small) * checks.CUDA_ROUNDS
         with pytest.raises(CheckFailed, match="reference on this GPU"):
             checks.check_matmul_tflops_cuda(lambda n, dtype: ref(n, dtype) / 2)
+
+
+@pytest.mark.parametrize(
+    "sample, cause",
+    [
+        ("wrong_tflops_event_ms_as_seconds", "returns milliseconds"),
+        ("wrong_tflops_binary_tera", "not 2**40"),
+        ("wrong_tflops_single_call_no_warmup", "warm up before timing"),
+        ("wrong_tflops_gflops", "not GFLOP/s"),
+    ],
+)
+def test_matmul_tflops_names_unit_and_warm_up_mistakes(sample, cause):
+    with pytest.raises(CheckFailed) as err:
+        checks.check_matmul_tflops(answer_fn(A, sample, "matmul_tflops"))
+    assert cause in str(err.value)
+
+
+def test_first_matmul_of_a_shape_costs_set_up_time_on_the_simulated_gpu():
+    """A median of timed calls after a warm-up does not see the one-time cost; one cold call does."""
+    from grader.runtime.simulate import simulated_cuda
+
+    with simulated_cuda(transfers=True, virtual_time=True) as sim:
+        checks._charge_first_matmuls(sim, checks.FIRST_MATMUL_MS)
+        a = torch.randn(64, 64, device="cuda")
+        t0 = time.perf_counter()
+        a @ a
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        a @ a
+        second = time.perf_counter() - t0
+    assert first >= checks.FIRST_MATMUL_MS / 1000 > 100 * second

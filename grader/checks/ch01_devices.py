@@ -56,8 +56,16 @@ def _require_device(value, expected: torch.device, call: str, cause: str) -> Non
 
 
 def _pick_calls(count: int) -> list:
-    """The calls the checks make on a machine with ``count`` GPUs: (args, kwargs) pairs."""
-    return [((), {}), (("cpu",), {}), ((f"cuda:{count - 1}",), {}), ((f"cuda:{count + 2}",), {})]
+    """The calls the checks make on a machine with ``count`` GPUs: (args, kwargs) pairs. The
+    missing indices are ``count`` (the first past the end: an answer that compares with
+    ``<= device_count()`` accepts it) and ``count + 2``."""
+    return [
+        ((), {}),
+        (("cpu",), {}),
+        ((f"cuda:{count - 1}",), {}),
+        ((f"cuda:{count}",), {}),
+        ((f"cuda:{count + 2}",), {}),
+    ]
 
 
 def _probe_pick_device_simulated(pick_device, count: int, calls: list) -> list:
@@ -85,6 +93,15 @@ def _check_pick_device_with_gpus(pick_device, count: int, label: str) -> None:
         torch.device(last),
         f"pick_device({last!r}) on {label} with {count} GPU(s)",
         "a CUDA index below device_count() exists",
+    )
+    expect_raises(
+        ValueError,
+        pick_device,
+        f"cuda:{count}",
+        what=f"pick_device('cuda:{count}') on {label} with {count} GPU(s) must raise ValueError "
+        f"(the GPUs are cuda:0 to cuda:{count - 1})",
+        cause="an off-by-one: indices run from 0 to device_count() - 1, so accept an index only "
+        "when index < torch.cuda.device_count() (not <=)",
     )
     missing = f"cuda:{count + 2}"
     err = expect_raises(
@@ -122,6 +139,16 @@ def check_pick_device(pick_device) -> None:
         "pick_device('cpu')",
         "return the preferred device when it exists",
     )
+    has_mps = pick_device.probe(_probe_mps)
+    if not has_mps:
+        expect_raises(
+            ValueError,
+            pick_device,
+            "mps",
+            what="pick_device('mps') on a machine without an Apple GPU must raise ValueError",
+            cause="check every preferred device, not only CUDA indices: 'mps' exists only where "
+            "torch.backends.mps.is_available() is True",
+        )
     if torch.cuda.is_available():
         _check_pick_device_with_gpus(pick_device, torch.cuda.device_count(), "this machine")
     else:
@@ -139,7 +166,7 @@ def check_pick_device(pick_device) -> None:
             expected="a message listing e.g. 'cpu'",
             cause="include the list of available devices in the message",
         )
-        if not pick_device.probe(_probe_mps):
+        if not has_mps:
             _require_device(
                 call_student(pick_device),
                 torch.device("cpu"),

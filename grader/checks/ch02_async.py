@@ -28,7 +28,7 @@ from grader.checks.common import (
 )
 from grader.runtime.course import reference
 from grader.runtime.handover import exception_name
-from grader.runtime.remote import Recorded, attempt, attempt_all, student
+from grader.runtime.remote import Recorded, attempt, attempt_all, outcome, student
 from grader.runtime.simulate import DEVICE_TO_HOST, SyncRecorder, simulated_cuda, summarize
 
 ASSIGNMENT = "02_async"
@@ -268,12 +268,15 @@ def check_time_gpu(time_gpu) -> None:
         expected="about 20 (milliseconds)",
         cause="return milliseconds: (end - start) * 1000 for perf_counter seconds"
         if ms < 1
+        else "return milliseconds: perf_counter_ns() differences are ns, / 1e6 for ms "
+        "(/ 1e3 gives microseconds)"
+        if ms > 1000
         else "time only the fn call",
     )
 
     ms = timed("warmup")
     require(
-        ms < 150,
+        ms < 100,
         "a slow first call (300 ms, like CUDA's one-time start-up) must not be timed",
         yours=ms,
         expected="about 10 ms",
@@ -441,6 +444,9 @@ def _probe_mean_loss(mean_loss_without_sync) -> dict:
     model, batches, loss_fn = _loss_setup("cpu")
     with SyncRecorder() as rec:
         record = attempt(mean_loss_without_sync, model, batches, loss_fn)
+    stream = attempt(mean_loss_without_sync, model, (batch for batch in batches), loss_fn)
+    with contextlib.redirect_stdout(io.StringIO()):
+        empty = attempt(mean_loss_without_sync, model, [], loss_fn)
     model, batches, loss_fn = _loss_setup("meta")
     with (
         SyncRecorder() as on_meta,
@@ -449,7 +455,13 @@ def _probe_mean_loss(mean_loss_without_sync) -> dict:
     ):
         mean_loss_without_sync(model, batches, loss_fn)
     moves = [call for call in on_meta.calls if call in DEVICE_TO_HOST]
-    return {"record": record, "calls": list(rec.calls), "moves": moves}
+    return {
+        "record": record,
+        "calls": list(rec.calls),
+        "moves": moves,
+        "stream": stream,
+        "empty": empty,
+    }
 
 
 def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
@@ -458,10 +470,13 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
     Synchronizing calls are recorded with :class:`~grader.runtime.simulate.SyncRecorder`, so an
     ``.item()`` per batch is caught on the CPU too; blocking copies to the CPU (``.to("cpu")``,
     ``copy_`` into a CPU tensor) are seen in a second run on ``meta`` tensors, which stand for
-    the GPU.
+    the GPU. Then the same batches come as a generator (``batches`` is any iterable: a
+    ``len(batches)`` fails there), and an empty list must raise (``0 / 0`` on a tensor is a
+    silent NaN; the exercise asks for ``ValueError``, and any exception is accepted).
 
     Raises:
-        CheckFailed: wrong value/type/device, or a synchronizing call inside.
+        CheckFailed: wrong value/type/device, a synchronizing call inside, a generator of
+            batches not accepted, or no batches not refused.
     """
     mean_loss_without_sync = student(mean_loss_without_sync, "mean_loss_without_sync")
     seen = mean_loss_without_sync.probe(_probe_mean_loss)
@@ -469,7 +484,8 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
         Recorded("mean_loss_without_sync", [((), {})], [seen["record"]]),
         name="mean_loss_without_sync(model, batches, loss_fn)",
     )
-    _require_mean_loss(value, _expected_mean_loss("cpu"), torch.device("cpu"))
+    expected = _expected_mean_loss("cpu")
+    _require_mean_loss(value, expected, torch.device("cpu"))
     calls = seen["calls"] + seen["moves"]
     require(
         not calls,
@@ -479,6 +495,25 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
         cause="no .item()/float()/print(loss)/.cpu()/.to('cpu') per batch: add the 0-d loss "
         "tensors (detached) on the model's device and divide once",
     )
+    try:
+        streamed = outcome(seen["stream"])
+    except Exception as exc:  # noqa: BLE001 - the student's error becomes the message
+        fail(
+            "mean_loss_without_sync(model, <a generator of batches>, loss_fn) failed",
+            yours=f"raised {exception_name(exc)}: {exc}",
+            expected=f"{float(expected):.6f}, as for a list of the same batches",
+            cause="`batches` is any iterable (a DataLoader, a generator): iterate over it once "
+            "and count the batches as you go; len(batches) and batches[i] need a list",
+        )
+    _require_mean_loss(streamed, expected, torch.device("cpu"))
+    if seen["empty"]["ok"]:
+        fail(
+            "mean_loss_without_sync(model, [], loss_fn) must raise ValueError",
+            yours=f"returned {seen['empty']['value']!r}",
+            expected="raises ValueError (there is no mean of no batches)",
+            cause="0 / 0 on a tensor gives NaN without an error: count the batches and raise "
+            "ValueError when there were none",
+        )
     passed("mean_loss_without_sync returns the right 0-d tensor without synchronizing calls")
 
 

@@ -254,29 +254,37 @@ def check_training_memory_bytes_cuda(training_memory_bytes) -> None:
 # --------------------------------------------------------------------------- peak_memory_bytes
 #: Blocks of the simulated allocator round up to 512 bytes.
 _PEAK_EXPECTED = sum(-(-n // 512) * 512 for n in (10 * MB, 20 * MB))
+#: The part of it that fn of the checks still holds when it returns.
+_PEAK_KEPT = 10 * MB
 
 
 def _probe_peak_memory_bytes(peak_memory_bytes) -> dict:
     """Probe: on the simulated allocator, 30 MB held, an earlier 100 MB peak (freed, still
-    reserved), then peak_memory_bytes(fn) for an fn that allocates 10 + 20 MB and frees them."""
+    reserved), then peak_memory_bytes(fn) for an fn that allocates 10 + 20 MB, frees the 20 MB
+    and keeps the 10 MB (as a training step keeps its gradients) until after the call: a
+    baseline read after fn returns would hide that part of the peak."""
     with simulated_cuda(allow_real_gpu=True) as sim:
         held = sim.malloc(30 * MB)  # allocated before the call: the baseline
         sim.free(sim.malloc(100 * MB))  # an earlier, larger peak; its memory stays reserved
+        kept: list[int] = []
 
         def fn():
             a = sim.malloc(10 * MB)
             b = sim.malloc(20 * MB)
-            sim.free(a)
             sim.free(b)
+            kept.append(a)  # still allocated when fn returns
 
         record = attempt(peak_memory_bytes, fn)
+        for handle in kept:
+            sim.free(handle)
         sim.free(held)
     return record
 
 
 def check_peak_memory_bytes(peak_memory_bytes) -> None:
-    """On the simulated allocator: 30 MB already held, an old 100 MB peak, fn peaking at 30 MB more;
-    on a machine without a GPU, also the RuntimeError the exercise asks for there.
+    """On the simulated allocator: 30 MB already held, an old 100 MB peak, fn peaking at 30 MB more
+    and returning with 10 MB of it still allocated; on a machine without a GPU, also the
+    RuntimeError the exercise asks for there.
 
     Raises:
         CheckFailed: the result includes the old peak, the baseline, or cached (reserved) memory;
@@ -300,10 +308,18 @@ def check_peak_memory_bytes(peak_memory_bytes) -> None:
             cause = "reset the peak first: torch.cuda.reset_peak_memory_stats() (an earlier, larger peak is still recorded)"
         elif got >= 60 * MB:
             cause = "subtract the baseline: memory_allocated() before fn, or memory already held is counted"
+        elif 0 < got < MB:
+            cause = "return bytes: do not convert to MiB (/ 2**20) or MB (/ 10**6)"
+        elif abs(got - (expected - _PEAK_KEPT)) <= MB:
+            cause = (
+                "read the baseline (memory_allocated()) before calling fn: fn still holds 10 MB "
+                "when it returns, so a baseline read afterwards hides that part of its peak"
+            )
         else:
             cause = "use max_memory_allocated (bytes tensors use), not memory_reserved (what the caching allocator holds)"
         fail(
-            "peak bytes allocated by fn above what was allocated before (simulated allocator)",
+            "peak bytes allocated by fn above what was allocated before; fn allocates 10 MB and "
+            "20 MB, frees the 20 MB and returns holding the 10 MB (simulated allocator)",
             yours=got,
             expected=expected,
             cause=cause,
@@ -329,22 +345,25 @@ def _probe_peak_without_cuda(peak_memory_bytes) -> dict:
     return attempt(peak_memory_bytes, _do_nothing)
 
 
-def _allocate_30_mb() -> None:
-    """fn of the CUDA check: 10 MB, then 20 MB more, both freed on return."""
-    a = torch.empty(10 * MB, dtype=torch.uint8, device="cuda")
-    b = torch.empty(20 * MB, dtype=torch.uint8, device="cuda")
-    del a, b
-
-
 def _peak_scenario(peak_memory_bytes) -> dict:
-    """30 MB held and an earlier 100 MB peak, then peak_memory_bytes(_allocate_30_mb) recorded
-    (run by the probe for the student's function, and by the check for the reference)."""
+    """30 MB held and an earlier 100 MB peak, then peak_memory_bytes(fn) recorded for an fn that
+    allocates 10 MB, then 20 MB more, frees the 20 MB and returns holding the 10 MB (run by the
+    probe for the student's function, and by the check for the reference)."""
     held = torch.empty(30 * MB, dtype=torch.uint8, device="cuda")
     big = torch.empty(100 * MB, dtype=torch.uint8, device="cuda")
     del big
+    kept: list[torch.Tensor] = []
+
+    def fn() -> None:
+        a = torch.empty(10 * MB, dtype=torch.uint8, device="cuda")
+        b = torch.empty(20 * MB, dtype=torch.uint8, device="cuda")
+        del b
+        kept.append(a)  # still allocated when fn returns
+
     try:
-        return attempt(peak_memory_bytes, _allocate_30_mb)
+        return attempt(peak_memory_bytes, fn)
     finally:
+        kept.clear()
         del held
 
 
@@ -550,7 +569,14 @@ def check_h2d_bandwidth(h2d_bandwidth) -> None:
         (pageable, "pageable", SIM_LINK["pageable_gbps"]),
     ):
         ratio = value / link
-        if ratio > 1.05:
+        if 7.6 <= ratio <= 8.4:
+            cause = "GB/s counts bytes: do not multiply by 8 (that gives gigabits per second)"
+        elif 0.24 <= ratio <= 0.26:
+            cause = (
+                "you copied 4 bytes per counted byte: torch.empty(nbytes) makes nbytes float32 "
+                "elements; allocate dtype=torch.uint8 to copy nbytes bytes"
+            )
+        elif ratio > 1.05:
             cause = "the copy was not finished when the clock stopped: synchronize (torch.cuda.synchronize() or end_event.synchronize()) before reading the time"
         elif 0.9 < ratio < 0.95:
             cause = "GB/s means 10^9 bytes per second, not GiB/s (2^30)"

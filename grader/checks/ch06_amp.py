@@ -472,12 +472,24 @@ TRAIN_BATCH, VAL_BATCH, VAL_SIZE = 32, 20, 60
 
 class _ForwardLog:
     """Records, for every forward pass of a model, its batch size, mode, whether autograd
-    records and the autocast state."""
+    records and the autocast state; and, for every backward pass through the model's output,
+    the largest gradient of the loss with respect to that output (``grads``). For a mean
+    cross-entropy that gradient is at most 1 / batch size in magnitude, unless the loss was
+    scaled first (a GradScaler multiplies it by its scale, 2**16 to begin with)."""
 
     def __init__(self, model: nn.Module, device_type: str):
         self.calls: list[dict] = []
+        self.grads: list[float] = []
         self.device_type = device_type
         self.handle = model.register_forward_pre_hook(self._hook)
+        self.output_handle = model.register_forward_hook(self._output_hook)
+
+    def _output_hook(self, module, args, output):
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            output.register_hook(self._grad_hook)
+
+    def _grad_hook(self, grad):
+        self.grads.append(float(grad.detach().abs().max()))
 
     def _hook(self, module, args):
         x = args[0] if args else None
@@ -519,10 +531,12 @@ def _train(
     with contextlib.redirect_stdout(printed):
         record = attempt(train_amp, model, loader, epochs, 0.05, device, dtype, **kwargs)
     log.handle.remove()
+    log.output_handle.remove()
     return {
         "record": record,
         "state": _state(model),
         "calls": log.calls,
+        "grads": log.grads,
         "printed": printed.getvalue()[-20_000:],
     }
 
@@ -671,6 +685,18 @@ def _compare_training(train_amp, *, seed: int, epochs: int, dtype, device: str, 
         cause="SGD(lr, momentum=0.9), CrossEntropyLoss, a GradScaler enabled only for float16, "
         "and the mean of every batch's loss in each epoch (not the last batch's, not the sum)",
     )
+    if dtype == torch.float16:
+        largest = max(seen["grads"], default=0.0)
+        require(
+            largest > 1.0,
+            f"float16 training must scale the loss before backward ({device})",
+            yours=f"the largest gradient of the loss with respect to the logits was {largest:.3g} "
+            "(a mean cross-entropy's own gradient is at most 1 / batch size)",
+            expected="gradients multiplied by the scaler's scale (65536 to begin with)",
+            cause="float16 gradients too small for float16 flush to zero: create the "
+            "GradScaler enabled for float16, torch.amp.GradScaler(device.type, "
+            "enabled=dtype == torch.float16), and pass it to amp_train_step",
+        )
     diff = _max_state_diff(seen["state"], expected["state"])
     require(
         diff <= 10 * tol,

@@ -619,13 +619,14 @@ class VirtualDevices(TorchFunctionMode):
         return out
 
 
-def _test_model(sizes: list[int], seed: int) -> nn.Sequential:
-    """Linear layers of the given widths with ReLUs between them: uneven stage costs."""
+def _test_model(sizes: list[int], seed: int, relu: bool = True) -> nn.Sequential:
+    """Linear layers of the given widths with ReLUs between them (none with ``relu=False``,
+    so that the last two layers both have parameters): uneven stage costs."""
     torch.manual_seed(seed)
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(a, b))
-        if i < len(sizes) - 2:
+        if relu and i < len(sizes) - 2:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
 
@@ -675,11 +676,13 @@ def _type_name(obj) -> str:
     )
 
 
-def _probe_split_virtual(split_model, sizes: list[int], devices: list[str], seed: int) -> dict:
+def _probe_split_virtual(
+    split_model, sizes: list[int], devices: list[str], seed: int, relu: bool = True
+) -> dict:
     """Probe: split the test model over virtual devices (:class:`VirtualDevices`), run it on a
     CPU input; hand back the call's outcome, the (virtual) device and size of every parameter,
     and the output with its device, or the forward's error message."""
-    model = _test_model(sizes, seed)
+    model = _test_model(sizes, seed, relu)
     x = torch.randn(5, sizes[0], generator=torch.Generator().manual_seed(seed))
     seen: dict = {}
     with VirtualDevices() as vd:
@@ -715,8 +718,10 @@ def _require_split_module(seen: dict) -> None:
     )
 
 
-def _check_virtual(split_model, sizes: list[int], devices: list[str], seed: int) -> None:
-    seen = split_model.probe(_probe_split_virtual, sizes, list(devices), seed)
+def _check_virtual(
+    split_model, sizes: list[int], devices: list[str], seed: int, relu: bool = True
+) -> None:
+    seen = split_model.probe(_probe_split_virtual, sizes, list(devices), seed, relu)
     _require_split_module(seen)
     per_device = dict.fromkeys(devices, 0)
     for device, numel in seen["parameters"]:
@@ -760,7 +765,7 @@ def _check_virtual(split_model, sizes: list[int], devices: list[str], seed: int)
         cause="run every stage, the last one included, on its device: move the activation "
         "even into a stage without parameters",
     )
-    unsplit = _test_model(sizes, seed)
+    unsplit = _test_model(sizes, seed, relu)
     x = torch.randn(5, sizes[0], generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         want = unsplit(x)
@@ -788,7 +793,9 @@ def _check_virtual(split_model, sizes: list[int], devices: list[str], seed: int)
         yours=f"{max(stage_sizes)} (stages {stage_sizes})",
         expected=best,
         cause="choose the cut points that minimise the largest stage's parameter count (try "
-        "every split, or binary-search the limit), not an equal number of layers per device",
+        "every split, or binary-search the limit), not an equal number of layers per device "
+        "nor a greedy fill up to total / len(devices); a cut may fall before any layer but the "
+        "first, the last one included",
     )
 
 
@@ -926,6 +933,9 @@ def check_split_model(split_model) -> None:
     split_model = student(split_model, "split_model")
     _check_virtual(split_model, [16, 64, 8, 128, 8], ["cuda:0", "cuda:1"], seed=0)
     _check_virtual(split_model, [32, 8, 8, 8, 64, 4], ["cuda:0", "cuda:1", "cuda:2"], seed=1)
+    # Six equal layers over four devices: stages of 2, 2, 1 and 1 layers; filling each device
+    # up to a quarter of the total puts one layer on each of the first three and three on the last.
+    _check_virtual(split_model, [8] * 7, ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], seed=7)
     _check_real(split_model, [16, 64, 8, 128, 8], ["cpu", "cpu"], seed=2)
     passed(
         "split_model: balanced contiguous stages, activations moved, output and gradients as unsplit"
@@ -938,6 +948,8 @@ def check_split_model_hidden(split_model) -> None:
     _check_virtual(split_model, [8, 8, 8, 8, 8], ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], seed=3)
     model_sizes = [64, 4, 64, 4, 64]
     _check_virtual(split_model, model_sizes, ["cuda:1", "cuda:0"], seed=4)
+    # No ReLUs: the big last layer alone on the last device, a cut before the last layer.
+    _check_virtual(split_model, [8, 8, 8, 8, 64], ["cuda:0", "cuda:1"], seed=8, relu=False)
     _check_real(split_model, [8, 32, 32, 32, 2], ["cpu", "cpu", "cpu"], seed=5)
     passed("split_model handles more devices and layer sizes")
 

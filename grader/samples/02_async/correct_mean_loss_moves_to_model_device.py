@@ -15,6 +15,8 @@ def mean_loss_without_sync(model, batches, loss_fn):
             inputs, targets = inputs.to(device), targets.to(device, non_blocking=True)
             total += loss_fn(model(inputs), targets).to(torch.float64)
             count += 1
+    if not count:
+        raise ValueError("no batches: the mean of nothing is undefined")
     mean = torch.empty((), device=device)
     mean.copy_(total / count)
     return mean

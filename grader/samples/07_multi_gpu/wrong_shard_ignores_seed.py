@@ -1,0 +1,33 @@
+"""shard_indices seeds the shuffle with the epoch alone: the `seed` argument (DistributedSampler's
+seed, added to the epoch) is ignored."""
+
+# fails: test_shard_indices
+# %% shard_indices
+import math
+
+import torch
+
+
+def shard_indices(
+    num_samples: int,
+    rank: int,
+    world_size: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    drop_last: bool = False,
+) -> list[int]:
+    if shuffle:
+        g = torch.Generator().manual_seed(epoch)
+        indices = torch.randperm(num_samples, generator=g).tolist()
+    else:
+        indices = list(range(num_samples))
+    if drop_last:
+        total = num_samples // world_size * world_size
+        indices = indices[:total]
+    else:
+        total = math.ceil(num_samples / world_size) * world_size
+        while len(indices) < total:
+            indices += indices[: total - len(indices)]
+    return indices[rank:total:world_size]
