@@ -10,12 +10,19 @@ import torch
 from grader.runtime import course
 from grader.tools import samples
 
-#: Exercises whose checks time the answer for seconds by design (a DataLoader's or a compiled
-#: function's measured speedup): their reference and sample tests are `slow`, so the fast tier
-#: (`pytest -m "not slow"`) stays under five minutes on 2 cores.
-MEASURED_EXERCISES = {
+#: Exercises whose checks take seconds by design: they start rank processes (07, 11), a fresh
+#: Python process (09's saved program), train a model (06), compile with Inductor (09, 10's
+#: compiled answers) or time the answer (a DataLoader's or a compiled function's speed-up).
+#: Their reference and sample tests are `slow`, so the fast tier (`pytest -m "not slow"`) runs
+#: every other exercise's checks against the reference and every sample in minutes; the full
+#: command runs them all.
+SLOW_EXERCISES = {
+    "06_amp": {"train_amp"},
+    "07_multi_gpu": {"average_gradients", "ddp_train"},
     "08_cpu_parallelism": {"loader_speedup"},
-    "09_compilation": {"compile_speedup"},
+    "09_compilation": {"compile_speedup", "export_model"},
+    "10_profiling": {"fused_step"},
+    "11_scaling": {"bucketed_ddp", "sharded_optimizer", "BucketedDDP", "ShardedOptimizer"},
 }
 #: Samples that wait for a deadline by design (ranks that hang until the launcher stops them).
 WAITING_SAMPLES = {"11_scaling": {"wrong_zero_owner_only_broadcast"}}
@@ -24,7 +31,7 @@ WAITING_SAMPLES = {"11_scaling": {"wrong_zero_owner_only_broadcast"}}
 def _slow_marks(assignment: str, exercises, sample: str = "") -> list:
     import pytest
 
-    measured = MEASURED_EXERCISES.get(assignment, set()) & set(exercises)
+    measured = SLOW_EXERCISES.get(assignment, set()) & set(exercises)
     waiting = sample in WAITING_SAMPLES.get(assignment, set())
     return [pytest.mark.slow] if measured or waiting else []
 
@@ -45,7 +52,7 @@ def autograde_flags() -> list[str]:
 
 def sample_params(assignment: str):
     """pytest params: one per sample answer of an assignment, with its name as id (marked
-    `slow` where the sample answers a measured exercise or waits for a deadline)."""
+    `slow` where the sample answers one of :data:`SLOW_EXERCISES` or waits for a deadline)."""
     import pytest
 
     return [
@@ -55,7 +62,7 @@ def sample_params(assignment: str):
 
 
 def exercise_params(assignment: str, names: list[str]):
-    """pytest params: one per exercise name (marked `slow` for a measured exercise)."""
+    """pytest params: one per exercise name (marked `slow` for one of :data:`SLOW_EXERCISES`)."""
     import pytest
 
     return [pytest.param(n, id=n, marks=_slow_marks(assignment, [n])) for n in names]

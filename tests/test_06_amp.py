@@ -17,7 +17,13 @@ import torchvision
 from grader.checks import ch06_amp as checks
 from grader.runtime import datasets
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    assert_sample_scores_as_declared,
+    exercise_params,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "06_amp"
 
@@ -40,7 +46,9 @@ def test_reference_has_the_curriculum_signature(name, signature):
     assert str(inspect.signature(reference_fn(A, name))) == signature
 
 
-@pytest.mark.parametrize("name", ["autocast_dtypes", "amp_train_step", "train_amp"])
+@pytest.mark.parametrize(
+    "name", exercise_params(A, ["autocast_dtypes", "amp_train_step", "train_amp"])
+)
 def test_reference_passes_every_check(name, capsys):
     value = reference_fn(A, "AUTOCAST_DTYPES" if name == "autocast_dtypes" else name)
     run_every_check(checks, name, value)

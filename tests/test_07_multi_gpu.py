@@ -22,7 +22,13 @@ from grader.runtime import course, distributed
 from grader.runtime.distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
 from grader.tools import samples
 
-from .helpers import assert_sample_scores_as_declared, reference_fn, run_every_check, sample_params
+from .helpers import (
+    assert_sample_scores_as_declared,
+    exercise_params,
+    reference_fn,
+    run_every_check,
+    sample_params,
+)
 
 A = "07_multi_gpu"
 
@@ -48,7 +54,9 @@ def test_reference_has_the_curriculum_signature(name, signature):
     assert str(inspect.signature(reference_fn(A, name))) == signature
 
 
-@pytest.mark.parametrize("name", ["average_gradients", "shard_indices", "split_model"])
+@pytest.mark.parametrize(
+    "name", exercise_params(A, ["average_gradients", "shard_indices", "split_model"])
+)
 def test_reference_passes_every_check(name, capsys):
     run_every_check(checks, name, reference_fn(A, name))
     assert "OK:" in capsys.readouterr().out
