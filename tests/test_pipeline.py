@@ -24,7 +24,7 @@ GPU = torch.cuda.is_available()
 def demo(tmp_path_factory):
     """`python -m grader demo` run once, as an instructor runs it, keeping its folder.
 
-    Two submissions at a time (about 8 minutes for the 66 notebooks on a 2-core machine)."""
+    Two submissions at a time (about 15 minutes for the 120 notebooks on a 2-core machine)."""
     root = tmp_path_factory.mktemp("demo")
     work, report = root / "work", root / "demo.json"
     proc = subprocess.run(
