@@ -182,8 +182,10 @@ def _cmd_verify_gpu(args) -> int:
     from grader.tools import verify
 
     result = verify.run_part(
-        args.part, args.out, assignments=args.assignment, only=args.only, keyword=args.keyword
-    )
+        args.part, args.out, budget_s=args.budget, assignments=args.assignment, only=args.only,
+        keyword=args.keyword, measure=not args.no_measure, workers=args.workers,
+        jobs=args.jobs,
+    )  # fmt: skip
     print((Path(args.out) / f"part{args.part}.md").read_text())
     return 0 if result["ok"] else 1
 
@@ -396,6 +398,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--only", nargs="+", default=None, help="part 1: measure only these figure groups"
     )
     p.add_argument("-k", dest="keyword", default=None, help="part 1: pytest -k for the CUDA tests")
+    p.add_argument(
+        "--budget", type=int, default=530,
+        help="seconds the part may take (default 530: a lent machine allows 600 per command)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-measure", action="store_true",
+        help="part 1: only the preflight and the CUDA tests (measure run on its own, alone on the GPU)",
+    )  # fmt: skip
+    p.add_argument(
+        "--workers", type=int, default=1,
+        help="part 1: run the CUDA tests in this many processes (pytest-xdist)",
+    )  # fmt: skip
+    p.add_argument(
+        "--jobs", type=int, default=None,
+        help="parts 2 and 3: submissions graded at the same time (demo --jobs)",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_verify_gpu)
     return parser
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -283,6 +284,9 @@ def run_part(
     assignments: list[str] | None = None,
     only: list[str] | None = None,
     keyword: str | None = None,
+    measure: bool = True,
+    workers: int = 1,
+    jobs: int | None = None,
 ) -> dict:
     """Run one part; write ``part<N>.json``, ``part<N>.md`` and ``part<N>.log`` into ``out``
     (and, after part 1 on a GPU, ``figures.tgz``); return the summary.
@@ -301,6 +305,13 @@ def run_part(
         only: Part 1: measure only these figure groups (``measure --only``).
         keyword: Part 1: run the CUDA tests that match (``pytest -k``) instead of
             :data:`PART1_TESTS`.
+        measure: Part 1: also run ``measure`` after the tests. False when ``measure`` runs on
+            its own, alone on the GPU, and the tests share a short lease with parts 2 and 3
+            (figures taken beside other GPU work would not be the GPU's own).
+        workers: Part 1: run the CUDA tests in this many processes (``pytest -n``, which
+            needs pytest-xdist; the GPU images have it).
+        jobs: Parts 2 and 3: submissions graded at the same time (``demo --jobs``; default
+            the demo's own).
 
     Raises:
         ValueError: ``part`` is not 1, 2 or 3, or an option does not belong to it.
@@ -309,8 +320,14 @@ def run_part(
         raise ValueError(f"--part must be 1, 2 or 3, not {part}")
     if part == 1 and assignments:
         raise ValueError("--assignment belongs to parts 2 and 3 (the demo), not part 1")
-    if part != 1 and (only or keyword):
-        raise ValueError("--only and -k belong to part 1 (measure and the CUDA tests)")
+    if part != 1 and (only or keyword or not measure or workers > 1):
+        raise ValueError(
+            "--only, -k, --no-measure and --workers belong to part 1 (measure and the CUDA tests)"
+        )
+    if part == 1 and jobs:
+        raise ValueError("--jobs belongs to parts 2 and 3 (the demo), not part 1")
+    if workers > 1 and importlib.util.find_spec("xdist") is None:
+        raise ValueError("--workers needs pytest-xdist (pip install pytest-xdist)")
     from grader.tools.measure import GPU_FIGURES
 
     unknown = sorted(set(only or []) - {name for name, _, _ in GPU_FIGURES})
@@ -342,23 +359,26 @@ def run_part(
         tests = Step(
             "pytest-cuda",
             [python, "-m", "pytest", "-m", "cuda", "-v", "-p", "no:randomly",
-             "-o", "addopts=-ra", "--timeout", "240", "-k", keyword or PART1_TESTS, "tests"],
+             "-o", "addopts=-ra", "--timeout", "240", "-k", keyword or PART1_TESTS,
+             *(["-n", str(workers)] if workers > 1 else []), "tests"],
         )  # fmt: skip
-        _, text = _run(tests, log, timeout=max(60, left() // 2))
+        _, text = _run(tests, log, timeout=max(60, left() // 2 if measure else left() - 5))
         tests.summary = _pytest_summary(text)
         result["steps"].append(asdict(tests))
-        measure = Step(
+        measure_step = Step(
             "measure", [python, "-m", "grader", "measure", *(["--only", *only] if only else [])]
         )
-        if gpu and left() > 60:
-            measure.summary = {"groups": only or "all"}
-            _run(measure, log, timeout=left() - 15)
+        if not measure:
+            measure_step.summary = {"skipped": "--no-measure (measure runs on its own)"}
+        elif gpu and left() > 60:
+            measure_step.summary = {"groups": only or "all"}
+            _run(measure_step, log, timeout=left() - 15)
             archive = _archive_figures(out)
             if archive:
-                measure.summary["archive"] = archive
+                measure_step.summary["archive"] = archive
         else:
-            measure.summary = {"skipped": "no CUDA GPU" if not gpu else "no time left"}
-        result["steps"].append(asdict(measure))
+            measure_step.summary = {"skipped": "no CUDA GPU" if not gpu else "no time left"}
+        result["steps"].append(asdict(measure_step))
     else:
         ids = [course.check_assignment(a) for a in (assignments or demo_assignments(part))]
         rows: list[dict] = []
@@ -372,7 +392,7 @@ def run_part(
                 demo = Step(
                     f"demo-{aid}",
                     [python, "-m", "grader", "demo", "--no-feedback", "--json", str(demo_json),
-                     "--assignment", aid],
+                     "--assignment", aid, *(["--jobs", str(jobs)] if jobs else [])],
                 )  # fmt: skip
                 stopped, _ = _run(demo, log, timeout=left() - 5)
                 demo.summary = _demo_summary(demo_json)
