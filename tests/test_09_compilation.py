@@ -83,6 +83,26 @@ def test_fresh_process_runs_a_saved_program(tmp_path):
         assert torch.allclose(out, model(*example), atol=1e-6)
 
 
+def test_on_cuda_batch_norm_limits_the_batch_so_export_refuses_a_named_dim_without_range():
+    # Fake CUDA tensors on the CPU give what torch 2.11 gave on an H200: the reference's
+    # Dim.DYNAMIC is narrowed to [2, 65535] (batch norm's cuDNN kernel), a named Dim("batch")
+    # with no range is refused, one with max=65535 is accepted.
+    from torch.export import Dim
+
+    assert "Constraints violated (batch)" in checks.export_range_on_cuda(Dim("batch"))
+    assert checks.export_range_on_cuda(Dim.DYNAMIC) == "accepted batch sizes [2, 65535]"
+    assert checks.export_range_on_cuda(Dim("batch", max=65535)).startswith("accepted")
+
+
+def test_a_refused_named_dim_is_explained(tmp_path):
+    def export_model(model, example_inputs, path):
+        raise RuntimeError("Constraints violated (batch)! For more information, ...")
+
+    with pytest.raises(checks.CheckFailed) as info:
+        checks.check_export_model(export_model)
+    assert "Dim.DYNAMIC" in str(info.value) and "65535" in str(info.value)
+
+
 def test_the_checks_are_judged_in_the_grading_process():
     assert checks.JUDGED_IN_GRADER is True
 

@@ -285,6 +285,39 @@ def export_inputs(kind: str, batch: int, *, seed: int = 0, device: str = "cpu") 
     return tuple(a.to(device) for a in args)
 
 
+def export_range_on_cuda(dim) -> str:
+    """Export a small conv net with batch norm, in eval mode, on **fake** CUDA tensors (shapes,
+    dtypes and a device, no data: what ``torch.export`` traces with) with ``dim`` for the batch,
+    and say what export made of it. Runs on any machine: no GPU is used, yet the CUDA
+    operators' shape rules apply. Batch norm on CUDA takes cuDNN's kernel for an eval batch of
+    at most 65535 and PyTorch's own above (ATen's ``_select_batch_norm_backend``), so export
+    records a guard ``batch <= 65535``, which a named ``Dim`` with no ``max`` forbids.
+
+    Args:
+        dim: What marks dimension 0 of the input (``torch.export.Dim("batch")``,
+            ``Dim("batch", max=65535)``, ``Dim.DYNAMIC``, ``Dim.AUTO``).
+
+    Returns:
+        ``"accepted batch sizes [lo, hi]"`` (the program's range for the batch), or ``"export
+        raised <Error>: <first lines>"``.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    with mode, torch.device("cuda"):
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)).eval()
+        example = (torch.randn(4, 3, 8, 8),)
+    try:
+        with mode, quiet_compiler():
+            program = torch.export.export(model, example, dynamic_shapes=({0: dim},))
+    except Exception as exc:  # noqa: BLE001 - the error is the demo's answer
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()][:2]
+        return f"export raised {type(exc).__name__}: " + " / ".join(lines)
+    (batch,) = program.range_constraints.values()
+    upper = int(batch.upper) if batch.upper.is_Integer else "no limit"
+    return f"accepted batch sizes [{int(batch.lower)}, {upper}]"
+
+
 #: Run in a fresh interpreter: load the exported program, run it on saved inputs.
 _LOADER = """
 import sys, torch
@@ -358,6 +391,17 @@ def _check_export(export_model, kind: str, device: str, seed: int) -> None:
     try:
         call_student(Recorded("export_model", [((), {})], [seen["record"]]), name="export_model")
     except CheckFailed as exc:
+        if "Constraints violated" in str(exc):
+            fail(
+                f"export_model on a {kind} model on {device}",
+                yours=str(exc).splitlines()[0][:300],
+                expected="a program for every batch size the model's operations accept",
+                cause="a named torch.export.Dim('batch') promises every batch size, and export "
+                "refuses the promise when an operation's path depends on the size (batch norm on "
+                "CUDA uses cuDNN up to a batch of 65535): use torch.export.Dim.DYNAMIC (export "
+                "narrows the range as needed) or give the dimension a range, "
+                "Dim('batch', max=65535)",
+            )
         if "pickle" not in str(exc):
             raise
         fail(
@@ -388,7 +432,7 @@ def _check_export(export_model, kind: str, device: str, seed: int) -> None:
             if not _SHAPE_REFUSED.search(error)
             else "the program only accepts the example's batch size: export with "
             "dynamic_shapes marking dimension 0 of every input, e.g. "
-            "{0: torch.export.Dim('batch')}",
+            "{0: torch.export.Dim.DYNAMIC}",
         )
     got = seen["outputs"]
     model = make_export_model(kind, seed=seed).to(device).eval()

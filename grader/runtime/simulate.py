@@ -1256,7 +1256,7 @@ def host_read_reason(func, args=(), kwargs=None, is_device=lambda t: True) -> st
     (the rule of ``torch.cuda.set_sync_debug_mode``, which reports the waits of a real GPU):
 
     * **a host value**: the call returns values of the data to Python (``.item()``,
-      ``float(t)``, ``bool(t)`` and ``if t:``, ``.tolist()``, ``torch.equal``, printing, an
+      ``float(t)``, ``bool(t)`` and ``if t:``, ``.tolist()``, ``torch.equal`` of two tensors, printing, an
       f-string, ``.numpy()``) or needs one to go on (``F.one_hot(t)`` without ``num_classes``
       reads ``t.max()``; ``torch.arange(t)`` reads ``t``);
     * **a data-dependent size**: an output's size depends on the values (``nonzero``,
@@ -1294,6 +1294,8 @@ def host_read_reason(func, args=(), kwargs=None, is_device=lambda t: True) -> st
         return None  # attributes (shape, dtype, grad...) are metadata; no device data
     if name in HOST_CONVERSIONS:
         return SYNC_WORDS[name]
+    if name == "equal" and len(args) >= 2 and args[0] is args[1]:
+        return None  # one tensor compared with itself: True without reading it (torch 2.11, H200)
     try:
         key = (func, _key(tuple(args), is_device), _key(kwargs, is_device))
         hash(key)
