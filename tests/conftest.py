@@ -32,3 +32,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(
                 pytest.mark.skip(reason=f"needs 2+ CUDA GPUs; this machine has {n_gpus}")
             )
+
+
+#: File to which each failure's report is appended as soon as the test fails (set by
+#: ``python -m grader verify-gpu``): a run stopped at a lent machine's time limit never reaches
+#: pytest's closing report, and the reasons would be lost.
+FAILURE_LOG = "COURSE_FAILURE_LOG"
+
+
+def pytest_runtest_logreport(report):
+    """Append a failed test's report to ``$COURSE_FAILURE_LOG`` (once: in the controlling
+    process when pytest-xdist runs workers)."""
+    path = os.environ.get(FAILURE_LOG)
+    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    with open(path, "a", encoding="utf-8", errors="replace") as out:
+        out.write(f"===== {report.nodeid} ({report.when}) =====\n{report.longreprtext[-6000:]}\n")

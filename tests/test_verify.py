@@ -70,6 +70,38 @@ def test_a_pytest_run_stopped_at_its_limit_still_reports_what_ran():
     assert summary["failed"] == ["tests/test_cuda.py::test_b[x-1]"]
 
 
+def test_pytest_xdist_lines_are_read_too():
+    # As an H200 printed them on 2026-11-26 (pytest -n 11), the run stopped at its limit.
+    text = (
+        "[gw4] [ 33%] FAILED tests/test_cuda.py::test_s[04_memory/correct_h2d_perf_counter] \n"
+        "[gw0] [ 98%] PASSED tests/test_cuda.py::test_s[11_scaling/wrong_zero_split_by_count] \n"
+        "[verify-gpu] stopped after 265 s\n"
+    )
+    summary = verify._pytest_summary(text)
+    assert summary["summary"] == "stopped before the end: 1 failed, 1 passed"
+    assert summary["failed"] == ["tests/test_cuda.py::test_s[04_memory/correct_h2d_perf_counter]"]
+
+
+def test_each_failure_is_logged_as_it_happens_and_its_reason_summarised(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from tests import conftest
+
+    log = tmp_path / "failures.txt"
+    monkeypatch.setenv(conftest.FAILURE_LOG, str(log))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    report = SimpleNamespace(
+        failed=True, nodeid="tests/test_cuda.py::test_s[a b]", when="call",
+        longreprtext="    def test_s():\n>       assert 1 == 2\nE       assert 1 == 2\n",
+    )  # fmt: skip
+    conftest.pytest_runtest_logreport(report)
+    conftest.pytest_runtest_logreport(SimpleNamespace(failed=False))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")  # a worker's copy: the controller writes
+    conftest.pytest_runtest_logreport(report)
+    reasons = verify._failure_reasons(log.read_text())
+    assert reasons == {"tests/test_cuda.py::test_s[a b]": "assert 1 == 2"}
+
+
 def _fake_demo(monkeypatch, seconds_each: float, stop_at: str | None = None):
     """Replace the demo command: each call takes ``seconds_each`` of the part's clock and writes
     the JSON a demo of its one assignment writes; the demo of ``stop_at`` is stopped at its

@@ -159,7 +159,7 @@ PART1_TESTS = "not sample_scores_as_declared_on_the_gpu"
 MIN_DEMO_S = 60
 
 
-def _run(step: Step, log: Path, timeout: int) -> tuple[bool, str]:
+def _run(step: Step, log: Path, timeout: int, env: dict | None = None) -> tuple[bool, str]:
     """Run ``step.command``, append its output to ``log`` under a header; return whether it was
     stopped at ``timeout`` seconds, and its output. A stopped step is killed with everything it
     started (kernels, ranks, compilers); its output so far is kept and ends with a line saying
@@ -170,7 +170,7 @@ def _run(step: Step, log: Path, timeout: int) -> tuple[bool, str]:
     with tempfile.TemporaryFile("w+", errors="replace") as f:
         proc = subprocess.Popen(
             step.command, stdout=f, stderr=subprocess.STDOUT, cwd=course.REPO,
-            start_new_session=True,
+            start_new_session=True, env=env,
         )  # fmt: skip
         try:
             step.ok = proc.wait(timeout=timeout) == 0
@@ -195,6 +195,13 @@ def _run(step: Step, log: Path, timeout: int) -> tuple[bool, str]:
 #: One line of ``pytest -v``: the test's id (which may hold spaces inside its parameters) and
 #: its outcome.
 _PYTEST_LINE = re.compile(r"^(\S.*?::.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?= |$)")
+#: The same with pytest-xdist (``-n``): ``[gw4] [ 33%] FAILED tests/x.py::test[id]``.
+_XDIST_LINE = re.compile(
+    r"^\[gw\d+\] \[ *\d+%\] (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S.*::.*?) *$"
+)
+#: Each failure's report, appended as the test fails (tests/conftest.py), so a run stopped at
+#: its time limit still says why.
+FAILURE_LOG = "COURSE_FAILURE_LOG"
 #: pytest's closing line, e.g. ``==== 1 failed, 20 passed, 3 skipped in 12.34s ====``.
 _PYTEST_END = re.compile(
     r"^=+ .*\b(passed|failed|skipped|deselected|errors?|xfailed|xpassed|no tests ran)\b"
@@ -212,8 +219,11 @@ def _pytest_summary(text: str) -> dict:
     running = ""
     for line in lines:
         match = _PYTEST_LINE.match(line)
+        xdist = _XDIST_LINE.match(line)
         if match:
             outcomes[match[1]] = match[2]
+        elif xdist:
+            outcomes[xdist[2]] = xdist[1]
         elif "::" in line and not line.startswith((" ", "_", "=", "E ")):
             running = line.split(" ", 1)[0]
     failed = sorted(t for t, o in outcomes.items() if o in ("FAILED", "ERROR"))
@@ -231,6 +241,19 @@ def _pytest_summary(text: str) -> dict:
             f"; stopped in {running}" if running else ""
         )
     return {"summary": summary.strip("= "), "failed": failed, "ran": len(outcomes)}
+
+
+def _failure_reasons(text: str) -> dict[str, str]:
+    """Per failed test in a failure log (tests/conftest.py), the last ``E`` line of its report
+    (the assertion or error), shortened: what a part's summary shows beside the test."""
+    reasons: dict[str, str] = {}
+    for block in text.split("===== ")[1:]:
+        header, _, body = block.partition(" =====\n")
+        test = header.rsplit(" (", 1)[0]
+        errors = [ln[1:].strip() for ln in body.splitlines() if ln.startswith("E ")]
+        last = errors or body.strip().splitlines() or [""]
+        reasons[test] = last[-1][:300]
+    return reasons
 
 
 def _demo_summary(path: Path) -> dict:
@@ -359,11 +382,22 @@ def run_part(
         tests = Step(
             "pytest-cuda",
             [python, "-m", "pytest", "-m", "cuda", "-v", "-p", "no:randomly",
-             "-o", "addopts=-ra", "--timeout", "240", "-k", keyword or PART1_TESTS,
+             "-o", "addopts=-ra", "--timeout", "240", "--durations", "25",
+             "-k", keyword or PART1_TESTS,
              *(["-n", str(workers)] if workers > 1 else []), "tests"],
         )  # fmt: skip
-        _, text = _run(tests, log, timeout=max(60, left() // 2 if measure else left() - 5))
+        with tempfile.TemporaryDirectory() as tmp:
+            failures = Path(tmp) / "failures.txt"
+            env = dict(os.environ, **{FAILURE_LOG: str(failures)})
+            _, text = _run(
+                tests, log, timeout=max(60, left() // 2 if measure else left() - 5), env=env
+            )
+            reasons = failures.read_text(errors="replace") if failures.is_file() else ""
         tests.summary = _pytest_summary(text)
+        if reasons:
+            with log.open("a") as out:
+                out.write(f"\n===== failures, as they happened =====\n{reasons}")
+            tests.summary["reasons"] = _failure_reasons(reasons)
         result["steps"].append(asdict(tests))
         measure_step = Step(
             "measure", [python, "-m", "grader", "measure", *(["--only", *only] if only else [])]
@@ -448,7 +482,11 @@ def format_markdown(result: dict) -> str:
         summary = step["summary"]
         if "summary" in summary:
             lines.append(summary["summary"])
-            lines += [f"- {line}" for line in summary.get("failed", [])]
+            reasons = summary.get("reasons", {})
+            lines += [
+                f"- {line}" + (f": {reasons[line]}" if line in reasons else "")
+                for line in summary.get("failed", [])
+            ]
         if "rows" in summary:
             lines.append("| student | assignment | score | as declared | failed | declared |")
             lines.append("|---|---|---|---|---|---|")
