@@ -272,3 +272,12 @@ def test_time_gpu_cuda_check_when_the_gpu_clock_rises_from_idle(monkeypatch):
     with simulated_cuda() as sim:
         monkeypatch.setattr(torch.cuda, "_sleep", sleep)
         checks.check_time_gpu_cuda(reference_fn(A, "time_gpu"))
+
+
+def test_synchronize_without_a_device_waits_for_the_current_device_only():
+    # 02 says so where it teaches torch.cuda.synchronize(): PyTorch's own signature and docs.
+    import inspect
+
+    device = inspect.signature(torch.cuda.synchronize).parameters["device"]
+    assert device.default is None
+    assert "current device" in " ".join(torch.cuda.synchronize.__doc__.split())

@@ -312,3 +312,11 @@ def test_first_matmul_of_a_shape_costs_set_up_time_on_the_simulated_gpu():
         a @ a
         second = time.perf_counter() - t0
     assert first >= checks.FIRST_MATMUL_MS / 1000 > 100 * second
+
+
+def test_a_case_that_trains_under_float16_autocast_uses_a_grad_scaler():
+    # A float16 training loop without torch.amp.GradScaler loses small gradients to underflow (06):
+    # a case that is not about that problem must train in bfloat16 or scale its loss.
+    for name, code in checks.CASES.items():
+        if "autocast" in code and "backward" in code:
+            assert "bfloat16" in code or "GradScaler" in code, name

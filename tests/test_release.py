@@ -31,6 +31,15 @@ def test_course_index_is_generated_and_the_readme_shows_it():
     )
 
 
+@pytest.mark.parametrize("aid, following", list(zip(ASSIGNMENTS, ASSIGNMENTS[1:])))
+def test_every_notebook_ends_with_a_link_to_the_next(aid, following):
+    last = course.read(course.source_path(aid)).cells[-1]
+    link = f"](../{following}/{following}.ipynb)"
+    assert last.cell_type == "markdown" and link in last.source.strip().splitlines()[-1]
+    assert (course.NOTEBOOKS / following / f"{following}.ipynb").is_file()
+    assert "last notebook" not in course.read(course.source_path(aid)).cells[-1].source
+
+
 @pytest.mark.parametrize("aid", ASSIGNMENTS)
 def test_source_is_clean(aid):
     assert pipeline.source_problems(aid) == []

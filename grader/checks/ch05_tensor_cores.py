@@ -57,7 +57,7 @@ PROBLEMS: dict[str, str] = {
 
 #: The three cases, as shown in the notebook.
 CASES: dict[str, str] = {
-    "case1": """# Case 1: an MNIST classifier trained with fp16 autocast on a GPU
+    "case1": """# Case 1: an MNIST classifier trained with bf16 autocast on a GPU (no grad scaler needed)
 train_set = TensorDataset(torch.randn(123, 784), torch.randint(0, 10, (123,)))
 loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)
 
@@ -75,7 +75,7 @@ class Case1(nn.Module):
 model = Case1().cuda()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for x, y in loader:
-    with torch.autocast("cuda", dtype=torch.float16):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = F.cross_entropy(model(x.cuda()), y.cuda())
     loss.backward()
     optimizer.step()

@@ -174,10 +174,18 @@ def describe(figure: str, what: str) -> str:
     """
     rec = lookup(figure)
     if rec is not None:
-        return (
+        text = (
             f"Recorded on a real GPU: {what} = {rec['value']} {rec['unit']} "
             f"({rec['device']}, torch {rec['torch']}, {rec['date']})."
         )
+        if rec.get("fraction_of_peak") and rec.get("peak"):
+            text += (
+                f" That is {100 * rec['fraction_of_peak']:.0f}% of the peak, {rec['peak']} "
+                f"{rec['unit']} ({rec.get('peak_source', 'published')})."
+            )
+        if rec.get("note"):
+            text += "\n" + _wrapped("measured", rec["note"])
+        return text
     entry = published(figure)
     if entry is not None:
         return describe_published(entry, what)
