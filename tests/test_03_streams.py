@@ -8,6 +8,7 @@ import torch
 
 from grader.checks import ch03_streams as checks
 from grader.checks.common import CheckFailed
+from grader.runtime.simulate import RaceError
 
 from .helpers import (
     answer_fn,
@@ -108,7 +109,10 @@ def gpu_with_slow_pinning(monkeypatch):
     """The CUDA check's measurement played on the simulated GPU (virtual clock), 5 MB batches:
     pinned copies of 20 ms, pageable ones twice as slow, ``torch.cuda._sleep`` a kernel of 1 ms
     per million cycles; ``pin`` sets the host's ``pin_memory()`` rate, GB/s (the copies' is
-    0.25): a host memcpy can be slower than the PCIe copy."""
+    0.25): a host memcpy can be slower than the PCIe copy. With ``reads`` the consumer's read of
+    a batch is a 0.1 ms kernel that reads it, so the simulated allocator sees memory reused
+    while read; ``slowdown`` stretches every consumer kernel after the calibration (another
+    process sharing the GPU)."""
     from contextlib import contextmanager
     from unittest import mock
 
@@ -117,12 +121,23 @@ def gpu_with_slow_pinning(monkeypatch):
     monkeypatch.setattr(checks, "CUDA_ELEMENTS", 1_250_000)
 
     @contextmanager
-    def gpu(pin: float):
+    def gpu(pin: float, *, reads: bool = False, slowdown: float = 1.0):
+        sleeps = []
+
+        def sleep(cycles):
+            sleeps.append(cycles)  # the first two calibrate (_sleep_cycles_per_ms)
+            sim.launch(cycles / 1e6 * (slowdown if len(sleeps) > 2 else 1.0))
+
+        def read_batch(x, y):
+            sim.launch(0.1, reads=(x, y), label="read")
+            return x.sum() + y.sum()
+
         with (
             simulated_cuda(
                 transfers=True, virtual_time=True, pin_gbps=pin, pageable_gbps=0.125
             ) as sim,
-            mock.patch.object(torch.cuda, "_sleep", lambda cycles: sim.launch(cycles / 1e6)),
+            mock.patch.object(torch.cuda, "_sleep", sleep),
+            mock.patch.object(checks, "_read_batch", read_batch if reads else checks._read_batch),
         ):
             yield sim
 
@@ -163,6 +178,56 @@ def test_prefetch_cuda_check_with_pinning_4x_slower_than_the_copy(
         else:
             with pytest.raises(CheckFailed, match="prefetched loop / serial loop"):
                 checks.check_prefetch_to_device_cuda(_prefetcher(name))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+@pytest.mark.parametrize("name", ["reference", "wrong_prefetch_no_record_stream"])
+def test_prefetch_cuda_timed_loop_shows_a_missing_record_stream_only_on_a_shared_gpu(
+    gpu_with_slow_pinning, name
+):
+    """Why wrong_prefetch_record_on_copy_stream failed the CUDA cell on a GPU that 13 test
+    processes shared, and wrong_prefetch_no_record_stream did not: in the timed loops the
+    consumer keeps up with the copies, so a batch freed without record_stream(consumer) is
+    read before the copy three batches on reuses its memory; once another process stretches
+    the consumer's kernels by half after the calibration, the copy overwrites a batch that is
+    still to be read (on a real GPU: wrong values)."""
+    for slowdown, race in ((1.0, False), (1.5, name != "reference")):
+        with gpu_with_slow_pinning(0.5, reads=True, slowdown=slowdown):
+            if race:
+                with pytest.raises(RaceError, match="reused by new work"):
+                    checks.measure_prefetch_cuda(_prefetcher(name), slow_consumer=False)
+            else:
+                checks.measure_prefetch_cuda(_prefetcher(name), slow_consumer=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+@pytest.mark.parametrize("pin", [0.5, 0.0625])  # pinning faster, and 4x slower, than the copy
+@pytest.mark.parametrize(
+    "name, passes",
+    [
+        ("reference", True),
+        ("correct_prefetch_events", True),
+        ("wrong_prefetch_synchronizes_host", True),  # safe; its mistake shows without CUDA
+        ("wrong_prefetch_no_record_stream", False),
+        ("wrong_prefetch_record_on_copy_stream", False),
+    ],
+)
+def test_prefetch_cuda_check_reads_every_batch_behind_a_slow_consumer(
+    gpu_with_slow_pinning, pin, name, passes
+):
+    """The CUDA check's safety pass (a kernel of SLOW_CONSUMER_PER_BATCH batch times before each
+    read) rejects a prefetcher without record_stream(consumer) whatever else runs on the GPU;
+    a correct one, which the allocator protects, passes."""
+    with gpu_with_slow_pinning(pin, reads=True):
+        if passes and name != "wrong_prefetch_synchronizes_host":
+            checks.check_prefetch_to_device_cuda(_prefetcher(name))
+        elif passes:
+            seen = checks.measure_prefetch_cuda(_prefetcher(name))
+            assert seen["late_race"] is None and seen["late_sums"] == seen["expected_sums"]
+        else:
+            with pytest.raises(CheckFailed, match="falls behind the copies") as err:
+                checks.check_prefetch_to_device_cuda(_prefetcher(name))
+            assert "record_stream(torch.cuda.current_stream())" in str(err.value)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")

@@ -362,9 +362,22 @@ CUDA_BATCHES, CUDA_ELEMENTS = 8, 16_000_000
 #: calibration does not set the pace; not much above, so the copy stream of a prefetcher
 #: without ``record_stream`` does not run far ahead of the consumer within 8 batches.
 KERNEL_PER_BATCH = 1.2
+#: The safety pass's kernel per batch, run before the consumer reads the batch, as a multiple of
+#: the same copy-or-pinning time: the consumer falls further behind the copies with every batch,
+#: as one with heavy work per batch (or sharing the GPU with other processes) does. Memory freed
+#: without ``record_stream(consumer)`` goes back to the copy stream at once, and the copy of the
+#: batch three on is written into it (by about 3 batch times) long before the consumer's read of
+#: the freed batch runs (at 5, 10, 15... batch times): the values read are then wrong on any GPU,
+#: instead of only when other work happens to slow the consumer down during the timed loops.
+SLOW_CONSUMER_PER_BATCH = 5.0
 
 
-def measure_prefetch_cuda(prefetch_to_device) -> dict:
+def _read_batch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The consumer's read of a batch on the GPU: the sum of its values (0-dim)."""
+    return x.sum() + y.sum()
+
+
+def measure_prefetch_cuda(prefetch_to_device, *, slow_consumer: bool = True) -> dict:
     """Time a prefetcher against a serial loop on the real GPU, in this process.
 
     Called by a probe for the student's prefetcher (in their process) and by the check for
@@ -383,11 +396,21 @@ def measure_prefetch_cuda(prefetch_to_device) -> dict:
        kernel only as long as the copy would then leave both loops paced by the host's
        pinning, with a ratio near 1 whatever the prefetcher does);
     3. the **serial loop**: pin, copy non-blocking on the current stream, then compute;
-    4. the prefetched loop, reading each batch before the kernel (a missing wait shows).
+    4. the prefetched loop, reading each batch before the kernel (a missing wait shows);
+    5. with ``slow_consumer``, **safety**, untimed: the prefetched loop again with a kernel of
+       :data:`SLOW_CONSUMER_PER_BATCH` batch times *before* each read, so the consumer falls
+       behind the copies (memory freed without ``record_stream`` is overwritten before it is
+       read).
+
+    Args:
+        prefetch_to_device: The prefetcher to measure.
+        slow_consumer: Run step 5 (the check runs it for the student's prefetcher only).
 
     Returns:
         ``{"serial_ms", "prefetched_ms", "ratio", "sums", "expected_sums", "copy_ms",
-        "pin_ms"}``.
+        "pin_ms", "late_sums", "late_race"}``: ``late_sums`` are the values step 5 read (None
+        without it); ``late_race`` the simulated GPU's report of memory reused while read
+        (tests only; a real GPU reads the wrong values instead).
     """
     device = torch.device("cuda:0")
     batches = _batches(CUDA_BATCHES, CUDA_ELEMENTS)
@@ -419,7 +442,7 @@ def measure_prefetch_cuda(prefetch_to_device) -> dict:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for x, y in iterable:
-            sums.append(x.sum() + y.sum())  # reads the batch first: a missing wait shows here
+            sums.append(_read_batch(x, y))  # reads the batch first: a missing wait shows here
             torch.cuda._sleep(cycles)
         torch.cuda.synchronize()
         return (time.perf_counter() - t0) * 1000, [float(s) for s in torch.stack(sums).cpu()]
@@ -430,6 +453,20 @@ def measure_prefetch_cuda(prefetch_to_device) -> dict:
 
     serial_ms, expected = run(serial_batches())  # 3.
     prefetched_ms, sums = run(prefetch_to_device(iter(batches), device))  # 4.
+    late_sums, late_race = None, None
+    if slow_consumer:  # 5.
+        slow = int(cycles * SLOW_CONSUMER_PER_BATCH / KERNEL_PER_BATCH)
+        reads = []
+        torch.cuda.synchronize()
+        try:
+            for x, y in prefetch_to_device(iter(batches), device):
+                torch.cuda._sleep(slow)
+                reads.append(_read_batch(x, y))
+        except RaceError as err:  # the simulated GPU's allocator reports it (tests)
+            late_race = str(err)
+        else:
+            late_sums = [float(s) for s in torch.stack(reads).cpu()] if reads else []
+        torch.cuda.synchronize()
     return {
         "serial_ms": serial_ms,
         "prefetched_ms": prefetched_ms,
@@ -438,6 +475,8 @@ def measure_prefetch_cuda(prefetch_to_device) -> dict:
         "expected_sums": expected,
         "copy_ms": copy_ms,
         "pin_ms": pin_ms,
+        "late_sums": late_sums,
+        "late_race": late_race,
     }
 
 
@@ -452,7 +491,8 @@ def check_prefetch_to_device_cuda(prefetch_to_device) -> None:
 
     Passes when the values are right and the student's ratio (prefetched / serial) is closer
     to the reference's than to 1.0 (no overlap), and at most :data:`MAX_PREFETCH_RATIO` or
-    that midpoint, whichever is larger.
+    that midpoint, whichever is larger; and when a consumer that falls behind the copies
+    (:data:`SLOW_CONSUMER_PER_BATCH`) still reads the right values (``record_stream``).
     """
     if not cuda_or_not_checked("prefetch_to_device overlapping real copies with real kernels"):
         return
@@ -460,14 +500,28 @@ def check_prefetch_to_device_cuda(prefetch_to_device) -> None:
     mine = call_student(
         prefetch_to_device.probe, _probe_prefetch_cuda, name="prefetch_to_device on this GPU"
     )
-    theirs = measure_prefetch_cuda(reference(ASSIGNMENT).prefetch_to_device)
-    got, expected = torch.tensor(mine["sums"]), torch.tensor(theirs["expected_sums"])
+    theirs = measure_prefetch_cuda(reference(ASSIGNMENT).prefetch_to_device, slow_consumer=False)
+    expected = torch.tensor(theirs["expected_sums"])
+
+    def same(sums) -> bool:
+        got = torch.tensor(sums if sums is not None else [])
+        return got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-2)
+
+    safe = mine["late_race"] is None and same(mine["late_sums"])
+    record_stream_cause = (
+        "a batch's memory was handed to a later copy while the consumer still had to read it: the "
+        "batch is allocated on the copy stream and used on the consumer's, so call "
+        "t.record_stream(torch.cuda.current_stream()) on every tensor you yield (the caching "
+        "allocator then waits for the consumer's work before reusing the memory)"
+    )
     require(
-        got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-2),
+        same(mine["sums"]),
         "values read from the prefetched batches",
         yours=mine["sums"][:3],
         expected=theirs["expected_sums"][:3],
-        cause="the consumer read a batch before its copy finished: wait_stream before yielding",
+        cause="the consumer read a batch before its copy finished: wait_stream before yielding"
+        if safe
+        else record_stream_cause,
     )
     limit = max(MAX_PREFETCH_RATIO, (1.0 + theirs["ratio"]) / 2)
     require(
@@ -477,9 +531,18 @@ def check_prefetch_to_device_cuda(prefetch_to_device) -> None:
         expected=f"at most {limit:.2f} (the reference: {theirs['ratio']:.2f} in this run)",
         cause="pin the batch, copy it non_blocking on a side stream, and issue the next copy before yielding",
     )
+    require(
+        safe,
+        "values read by a consumer that falls behind the copies (a kernel of "
+        f"{SLOW_CONSUMER_PER_BATCH:g} batch copies before each read) on this GPU",
+        yours=mine["late_race"] or (mine["late_sums"] or [])[:3],
+        expected=theirs["expected_sums"][:3],
+        cause=record_stream_cause,
+    )
     passed(
         f"prefetch_to_device overlaps on this GPU: {mine['ratio']:.2f}x the serial time "
-        f"(reference {theirs['ratio']:.2f}x)"
+        f"(reference {theirs['ratio']:.2f}x), and its batches stay intact while a slow consumer "
+        "still reads them"
     )
 
 

@@ -1,7 +1,7 @@
 """prefetch_to_device overlaps correctly but never calls record_stream: a batch allocated on the
 copy stream and freed while the consumer's kernel still reads it can be handed to the next copy."""
 
-# fails: test_prefetch_to_device
+# fails: test_prefetch_to_device, test_prefetch_to_device_cuda
 # %% prefetch_to_device
 import torch
 

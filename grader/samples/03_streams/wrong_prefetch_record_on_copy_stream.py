@@ -1,7 +1,8 @@
 """prefetch_to_device calls record_stream with the copy stream (where the batch was allocated,
-which the allocator already knows) instead of the consumer's stream that reads it."""
+which the allocator already knows) instead of the consumer's stream that reads it: a consumer
+that falls behind the copies reads a batch whose memory a later copy has overwritten."""
 
-# fails: test_prefetch_to_device
+# fails: test_prefetch_to_device, test_prefetch_to_device_cuda
 # %% prefetch_to_device
 import torch
 
