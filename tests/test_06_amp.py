@@ -215,3 +215,53 @@ def test_amp_step_check_explains_a_missing_update():
 
     with pytest.raises(CheckFailed, match=r"unscale_\(\) has already been called|update"):
         checks.check_amp_train_step(no_update)
+
+
+def _never_zeroes_grads():
+    from .helpers import answer_fn
+
+    return answer_fn(A, "wrong_step_never_zeroes_grads", "amp_train_step")
+
+
+def test_gradients_never_zeroed_hardly_show_at_a_large_scale():
+    """Why the CUDA check of amp_train_step passed wrong_step_never_zeroes_grads on an H200: at
+    the scaler's scale S, scaler.step leaves the gradients unscaled and the next step's unscale
+    divides those leftovers by S again, so 4 steps at 4096 move the parameters by about 3e-6
+    (the CUDA tolerance is 1e-4). Held at scale 1 they count in full."""
+    ref = reference_fn(A, "amp_train_step")
+    diffs = {}
+    for name, spec in (("large", {"steps": 4}), ("one", {"steps": 4, **checks._SCALE_ONE})):
+        wrong = checks._run_steps(_never_zeroes_grads(), **spec)
+        diffs[name] = checks._max_state_diff(
+            wrong["state"], checks._run_steps(ref, **spec)["state"]
+        )
+    assert diffs["large"] < 1e-5 and diffs["one"] > 1e-2, diffs
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+@pytest.mark.parametrize(
+    "name, passes",
+    [
+        ("reference", True),
+        ("correct_step_model_zero_grad", True),
+        ("wrong_step_never_zeroes_grads", False),
+        ("wrong_step_clips_before_unscale", False),
+    ],
+)
+def test_amp_train_step_cuda_check_logic_on_the_cpu(monkeypatch, name, passes):
+    """The CUDA check's runs and comparisons, played on the CPU (its device moved to "cpu")."""
+    from grader.checks.common import CheckFailed
+
+    from .helpers import answer_fn
+
+    run = checks._run_steps
+    monkeypatch.setattr(
+        checks, "_run_steps", lambda step_fn, **spec: run(step_fn, **{**spec, "device": "cpu"})
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    fn = answer_fn(A, name, "amp_train_step")
+    if passes:
+        checks.check_amp_train_step_cuda(fn)
+    else:
+        with pytest.raises(CheckFailed, match="CUDA parameters and scale"):
+            checks.check_amp_train_step_cuda(fn)

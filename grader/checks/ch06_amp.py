@@ -311,6 +311,19 @@ _STEP_CAUSES = (
 )
 
 
+#: A grad scaler held at scale 1 (it starts there and would grow only after 1000 steps). A step
+#: that does not zero the gradients adds them to the previous step's, which ``scaler.step`` left
+#: unscaled: at scale S the next unscale divides those leftovers by S again, so with the usual
+#: scales (4096 and up) they move the parameters by about 1e-6, within every tolerance here; at
+#: scale 1 they count in full (about 3e-2 after 4 steps, float16 on the CPU).
+_SCALE_ONE = {"init_scale": 1.0, "growth_interval": 1000, "seed": 6}
+_ZERO_GRAD_CAUSE = (
+    "call optimizer.zero_grad() at the start of every step: otherwise backward adds this step's "
+    "gradients to the previous step's (a large scale hides it: unscaling divides the leftovers "
+    "by the scale again)"
+)
+
+
 def _max_state_diff(a: dict, b: dict) -> float:
     return max((a[k].float() - b[k].float()).abs().max().item() for k in b)
 
@@ -372,7 +385,8 @@ def _check_returned_loss(loss, expected: torch.Tensor) -> None:
 
 def check_amp_train_step(amp_train_step) -> None:
     """Check on the CPU with float16 autocast and an enabled GradScaler: the returned
-    loss, parameters and scale after several steps, clipping, and a skipped step.
+    loss, parameters and scale after several steps, clipping, a skipped step, and steps with
+    the scaler held at scale 1 (where gradients that were never zeroed show).
 
     Raises:
         CheckFailed: a step differs from zero_grad / autocast forward / scaled backward /
@@ -413,6 +427,13 @@ def check_amp_train_step(amp_train_step) -> None:
         expected=2.0**11,
         cause="call scaler.update() after scaler.step(): it lowers the scale after an overflow",
     )
+    _compare_run(
+        amp_train_step,
+        "float16, GradScaler held at scale 1",
+        _ZERO_GRAD_CAUSE,
+        steps=4,
+        **_SCALE_ONE,
+    )
     passed("amp_train_step trains like the recipe, clips unscaled gradients and skips inf steps")
 
 
@@ -442,11 +463,16 @@ def check_amp_train_step_hidden(amp_train_step) -> None:
 
 
 def check_amp_train_step_cuda(amp_train_step) -> None:
-    """On a GPU: float16 with the scaler and clipping, compared with the reference."""
+    """On a GPU: float16 with the scaler, with clipping, and with the scaler held at scale 1
+    (where gradients left from the previous step show), compared with the reference."""
     if not cuda_or_not_checked("amp_train_step with CUDA float16 autocast"):
         return
     amp_train_step = student(amp_train_step, "amp_train_step")
-    for spec in ({"steps": 4}, {"steps": 3, "max_grad_norm": 0.05, "momentum": 0.9}):
+    for spec in (
+        {"steps": 4},
+        {"steps": 3, "max_grad_norm": 0.05, "momentum": 0.9},
+        {"steps": 4, **_SCALE_ONE},
+    ):
         _compare_with_reference(amp_train_step, {**spec, "device": "cuda:0"}, 1e-4, "CUDA ")
     passed("amp_train_step agrees with the reference on this GPU")
 
