@@ -236,6 +236,79 @@ def test_h2d_bandwidth_cuda_check_takes_each_sides_best_round():
             checks.check_h2d_bandwidth_cuda(lambda nbytes, pinned: ref(nbytes, pinned) / 2)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+def test_h2d_bandwidth_cuda_check_takes_more_rounds_while_contention_lasts():
+    """A correct answer timed with perf_counter around synchronize also counts the time its
+    thread waits for a CPU: on a busy host (13 test processes on 16 cores) every one of its
+    first rounds can read half the bandwidth. The check takes more rounds, up to
+    H2D_MAX_ROUNDS, until the best figures agree; an answer off in every round still fails,
+    after all of them."""
+    ref = reference_fn(A, "h2d_bandwidth")
+    calls = []
+    slow_rounds = checks.H2D_ROUNDS + 1
+
+    def busy_host_for_a_while(nbytes, pinned):
+        calls.append(pinned)
+        value = ref(nbytes, pinned)
+        return value / 2 if len(calls) <= 2 * slow_rounds else value
+
+    with simulated_cuda(transfers=True, virtual_time=True, **checks.SIM_LINK):
+        checks.check_h2d_bandwidth_cuda(busy_host_for_a_while)
+        assert len(calls) == 2 * (slow_rounds + 1)
+        calls.clear()
+
+        def always_halved(nbytes, pinned):
+            calls.append(pinned)
+            return ref(nbytes, pinned) / 2
+
+        with pytest.raises(CheckFailed, match=f"best of {checks.H2D_MAX_ROUNDS} rounds"):
+            checks.check_h2d_bandwidth_cuda(always_halved)
+        assert len(calls) == 2 * checks.H2D_MAX_ROUNDS
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU on a CPU-only machine")
+@pytest.mark.parametrize(
+    "pageable_factor, passes",
+    [
+        (7.8693 / 12.5473, True),  # a buffer written first (torch.zeros, randn): H200 figures
+        (1.0, True),
+        (0.25, False),  # torch.empty(nbytes) of float32: 4 bytes copied per byte counted
+        (8.0, False),  # bits
+    ],
+)
+def test_h2d_bandwidth_cuda_check_pageable_side(pageable_factor, passes):
+    """The reference's pageable buffer (torch.empty, never written) is the kernel's zero page,
+    read from cache; correct_h2d_perf_counter's (torch.zeros) comes from DRAM. On the H200 a
+    pageable copy from a written 256 MB buffer ran at 7.9 GB/s against 12.5 GB/s at 16 MB, in
+    cache (images/recorded_figures.json): 0.63, under the pinned side's bound of 0.67."""
+    ref = reference_fn(A, "h2d_bandwidth")
+
+    def answer(nbytes, pinned):
+        return ref(nbytes, pinned) * (1.0 if pinned else pageable_factor)
+
+    with simulated_cuda(transfers=True, virtual_time=True, **checks.SIM_LINK):
+        if passes:
+            checks.check_h2d_bandwidth_cuda(answer)
+        else:
+            with pytest.raises(CheckFailed, match="pinned=False"):
+                checks.check_h2d_bandwidth_cuda(answer)
+
+
+def test_h2d_pageable_bound_follows_the_recorded_figures():
+    """H2D_PAGEABLE_RATIO's lower bound is the pinned one times the recorded ratio of a
+    pageable copy from DRAM (256 MB) to one from cache (16 MB) on the H200."""
+    import json
+
+    from grader.runtime import course
+
+    figures = json.loads((course.REPO / "images" / "recorded_figures.json").read_text())
+    (pageable,) = [f for f in figures if f["figure"] == "h2d_bandwidth_pageable_256MB"]
+    extra = pageable["extra"]
+    from_cache = extra["gb_s"][extra["sizes_mb"].index(16)]
+    expected = checks.H2D_PINNED_RATIO[0] * pageable["value"] / from_cache
+    assert checks.H2D_PAGEABLE_RATIO[0] == pytest.approx(expected, abs=0.01)
+
+
 @pytest.mark.parametrize(
     "check, sample, name, cause",
     [

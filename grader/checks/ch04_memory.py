@@ -519,11 +519,30 @@ H2D_BYTES = 256 * MB
 #: Rounds of the CUDA check. Each round measures the student's function (in their process), then
 #: the reference (here), so the two are taken close together, and each side's best figure over
 #: the rounds counts. Other work on the machine only ever slows a copy down: under autograde a
-#: ``_cuda`` cell has the GPU to itself (grader.grading.execute.GpuTurn), but the host's memory and
-#: other processes of the machine are not locked, and a student running the check in their own
-#: notebook may share the GPU; one round of either side can then be halved. A wrong answer (no
-#: synchronize, pinning timed, GiB) is off in every round alike and still fails.
+#: ``_cuda`` cell has the GPU to itself (grader.grading.execute.GpuTurn), but the host's CPUs and
+#: memory and other processes of the machine are not locked, and a student running the check in
+#: their own notebook may share the GPU; a round of either side can then be halved, and an answer
+#: timed with ``time.perf_counter`` around ``synchronize`` (correct too) also counts the time its
+#: thread waits for a CPU (a 256 MB pinned copy takes 4.6 ms on the H200). The check takes
+#: :data:`H2D_ROUNDS` rounds, and more, up to :data:`H2D_MAX_ROUNDS`, until the best figures
+#: agree. A wrong answer (no synchronize, pinning timed, GiB, bits) is off in every round alike and
+#: still fails, after all the rounds.
 H2D_ROUNDS = 3
+H2D_MAX_ROUNDS = 8
+#: Bounds of the student's best figure / the reference's, pinned. A copy from pinned memory is a
+#: DMA transfer: 55.2 GB/s at 256 MB on the H200 (images/recorded_figures.json), the same for
+#: every correct way of timing it.
+H2D_PINNED_RATIO = (0.67, 1.5)
+#: The same, pageable. A pageable copy goes through the CPU (the driver copies it into pinned
+#: staging buffers), so its speed is the host's memcpy: 7.9 GB/s at 256 MB on the H200 against
+#: 12.5 at 16 MB and 11.3 at 64 MB (recorded figures, from buffers filled with torch.randn), where
+#: the source is still in the CPU's caches. The reference copies from torch.empty, never written,
+#: whose pages are all the kernel's one zero page, read from cache at about the 16 MB speed; an
+#: answer that fills its buffer (torch.zeros, randn) reads 256 MB from DRAM, 0.63 times as fast
+#: (7.9 / 12.5). The lower bound is the pinned one times 0.63; a wrong answer is off by a factor
+#: of 4 or more on this side (float32 elements: 0.25, bits: 8), and the pinned side sees the
+#: others.
+H2D_PAGEABLE_RATIO = (0.42, 1.5)
 
 
 def _probe_h2d_bandwidth(h2d_bandwidth, nbytes: int) -> dict:
@@ -611,12 +630,41 @@ def _probe_h2d_bandwidth_cuda(h2d_bandwidth, nbytes: int) -> dict:
     }
 
 
+def _h2d_cuda_problem(rounds: dict, ref_rounds: dict) -> dict | None:
+    """The first requirement the best figures so far miss (``require``'s arguments), or None."""
+    best = {pinned: max(values) for pinned, values in rounds.items()}
+    for pinned in (True, False):
+        mine, theirs = best[pinned], max(ref_rounds[pinned])
+        ratio = mine / theirs
+        low, high = H2D_PINNED_RATIO if pinned else H2D_PAGEABLE_RATIO
+        if not low <= ratio <= high:
+            return {
+                "message": f"h2d_bandwidth(256 MB, pinned={pinned}) / reference on this GPU (best "
+                f"of {len(rounds[pinned])} rounds each; accepted: {low:g} to {high:g})",
+                "yours": f"{mine:.1f} GB/s (ratio {ratio:.2f}; rounds "
+                f"{', '.join(f'{v:.1f}' for v in rounds[pinned])})",
+                "expected": f"{theirs:.1f} GB/s",
+                "cause": "synchronize before stopping the clock, time only the copy, and report "
+                "10^9 bytes/s",
+            }
+    if not best[True] > best[False]:
+        return {
+            "message": "pinned must beat pageable for 256 MB",
+            "yours": best,
+            "expected": "pinned faster",
+            "cause": "pin the source when pinned=True",
+        }
+    return None
+
+
 def check_h2d_bandwidth_cuda(h2d_bandwidth) -> None:
-    """On a real GPU: within [0.67, 1.5] of the reference in the same run, pinned > pageable.
+    """On a real GPU: each side's best figure against the reference's in the same run
+    (:data:`H2D_PINNED_RATIO`, :data:`H2D_PAGEABLE_RATIO`), pinned > pageable.
 
     The student's function is measured in their process, the reference here, on the same GPU
-    in the same grading job, in :data:`H2D_ROUNDS` alternating rounds; each side's best round
-    counts (work beside this job can only slow a round down).
+    in the same grading job, in alternating rounds: :data:`H2D_ROUNDS`, and more up to
+    :data:`H2D_MAX_ROUNDS` while the best figures disagree (work beside this job can only slow
+    a round down).
     """
     if not cuda_or_not_checked("h2d_bandwidth on a real GPU"):
         return
@@ -624,32 +672,24 @@ def check_h2d_bandwidth_cuda(h2d_bandwidth) -> None:
     ref = reference(ASSIGNMENT).h2d_bandwidth
     rounds: dict[bool, list[float]] = {True: [], False: []}
     ref_rounds: dict[bool, list[float]] = {True: [], False: []}
-    for _ in range(H2D_ROUNDS):
+    problem = None
+    for done in range(1, H2D_MAX_ROUNDS + 1):
         results = _bandwidths(h2d_bandwidth.probe(_probe_h2d_bandwidth_cuda, H2D_BYTES))
         torch.cuda.synchronize()
         for pinned in (True, False):
             rounds[pinned].append(results[pinned])
             ref_rounds[pinned].append(ref(H2D_BYTES, pinned))
-    best = {pinned: max(values) for pinned, values in rounds.items()}
-    for pinned in (True, False):
-        mine, theirs = best[pinned], max(ref_rounds[pinned])
-        ratio = mine / theirs
-        require(
-            0.67 <= ratio <= 1.5,
-            f"h2d_bandwidth(256 MB, pinned={pinned}) / reference on this GPU (best of "
-            f"{H2D_ROUNDS} rounds each)",
-            yours=f"{mine:.1f} GB/s (ratio {ratio:.2f}; rounds "
-            f"{', '.join(f'{v:.1f}' for v in rounds[pinned])})",
-            expected=f"{theirs:.1f} GB/s",
-            cause="synchronize before stopping the clock, time only the copy, and report 10^9 bytes/s",
+        problem = _h2d_cuda_problem(rounds, ref_rounds)
+        if done >= H2D_ROUNDS and problem is None:
+            break
+    if problem is not None:
+        fail(
+            problem["message"],
+            yours=problem["yours"],
+            expected=problem["expected"],
+            cause=problem["cause"],
         )
-    require(
-        best[True] > best[False],
-        "pinned must beat pageable for 256 MB",
-        yours=best,
-        expected="pinned faster",
-        cause="pin the source when pinned=True",
-    )
+    best = {pinned: max(values) for pinned, values in rounds.items()}
     passed(
         f"h2d_bandwidth on this GPU: pinned {best[True]:.1f} GB/s, pageable {best[False]:.1f} GB/s"
     )

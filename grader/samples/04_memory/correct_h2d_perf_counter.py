@@ -1,4 +1,6 @@
-"""A correct h2d_bandwidth written differently: .to() with synchronize and perf_counter."""
+"""A correct h2d_bandwidth written differently: .to() with synchronize and perf_counter, from a
+buffer made with torch.zeros (written, so a pageable copy reads it from DRAM; the reference's
+torch.empty buffer is never written and reads as the kernel's zero page, from cache)."""
 
 # %% h2d_bandwidth
 import time
