@@ -253,3 +253,164 @@ def test_unbalanced_model_splits_unequally_by_count():
     ]
     first_half = sum(sizes[: len(sizes) // 2])
     assert 2 * first_half * 4 > 2 * sum(sizes) * 4 / 2 + 2 * max(sizes) * 4  # over the limit
+
+
+# ------------------------------------------------------------- what the notebook's text says
+_LAYER_BYTES = 512 * 512 * 4 + 512 * 4  # one Linear(512, 512) in fp32: weight and bias
+
+
+def _ddp_bucket_runs(rank, world_size):
+    """Per DDP configuration, per step, (bytes, parameter names) of each bucket DDP hands to its
+    communication hook, in order; and the hooks DDP left on the parameters as tensors."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    out = {}
+    for label, kwargs in (
+        ("default", {}),
+        ("cap2", {"bucket_cap_mb": 2}),
+        ("unused", {"find_unused_parameters": True}),
+        ("static", {"static_graph": True}),
+    ):
+        torch.manual_seed(0)
+        model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(512, 512), nn.Tanh())])
+        names = {id(p): n for n, p in model.named_parameters()}
+        net = DistributedDataParallel(model, **kwargs)
+        steps: list[list] = []
+
+        def comm_hook(state, bucket, steps=steps, names=names):
+            buffer = bucket.buffer()
+            names_ = [names[id(p)] for p in bucket.parameters()]
+            steps[-1].append((buffer.numel() * buffer.element_size(), names_))
+            work = dist.all_reduce(buffer.div_(world_size), async_op=True)
+            return work.get_future().then(lambda fut: buffer)
+
+        net.register_comm_hook(None, comm_hook)
+        for _ in range(3):
+            steps.append([])
+            net(torch.randn(4, 512)).square().mean().backward()
+        out[label] = {
+            "steps": steps,
+            "cap": net._get_ddp_logging_data()["bucket_cap_bytes"],
+            "tensor_hooks": [
+                (p._post_accumulate_grad_hooks, p._backward_hooks) for p in model.parameters()
+            ],
+        }
+    return out
+
+
+def test_ddp_buckets_and_hooks_are_as_section_1_says():
+    """torch 2.11 and 2.14 alike: one bucket for every parameter in the first step; from the
+    second, buckets rebuilt in the order the gradients arrived, each closed once it reaches its
+    cap (so it may pass it by one gradient): the first at dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB
+    with the default caps, at bucket_cap_mb when one is given, the others at 25 MiB; with
+    find_unused_parameters the buckets formed at construction in parameter order (the 1 MiB one
+    reduced last) stay; with static_graph the rebuild comes a step later. DDP hooks the
+    AccumulateGrad nodes in C++: no Python hook on the parameter tensors."""
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == 1024 * 1024
+    runs = run_ranks(_ddp_bucket_runs, 2, timeout_s=120)[0]
+    total = 4 * _LAYER_BYTES
+    arrival = ["6.bias", "6.weight", "4.bias", "4.weight", "2.bias", "2.weight"]
+    arrival += ["0.bias", "0.weight"]
+
+    def sizes(label, step):
+        return [n for n, _ in runs[label]["steps"][step]]
+
+    assert runs["default"]["cap"] == 25 * 2**20
+    for label in ("default", "cap2", "static"):
+        assert sizes(label, 0) == [total], label  # the first step: one bucket
+    default = runs["default"]["steps"]
+    assert sizes("default", 1) == sizes("default", 2) == [_LAYER_BYTES, 3 * _LAYER_BYTES]
+    assert default[1][0][1] == arrival[:2]  # the last layer, whose gradients come first
+    assert [n for _, names in default[1] for n in names] == arrival
+    assert 2**20 < _LAYER_BYTES < 2**20 + 512 * 512 * 4  # passed the cap by its last gradient
+    # bucket_cap_mb given: the first bucket's cap is bucket_cap_mb (2 MiB), not 1 MiB
+    assert runs["cap2"]["cap"] == 2 * 2**20
+    assert sizes("cap2", 1) == [2 * _LAYER_BYTES, 2 * _LAYER_BYTES]
+    # find_unused_parameters: construction-time buckets in parameter order, never rebuilt
+    unused = runs["unused"]["steps"]
+    assert all(sizes("unused", s) == [total - 512 * 512 * 4, 512 * 512 * 4] for s in range(3))
+    assert unused[0][-1][1] == ["0.weight"]  # the 1 MiB bucket holds the first parameter
+    # static_graph: still one bucket in the second step, rebuilt for the third
+    assert sizes("static", 1) == [total]
+    assert sizes("static", 2) == [_LAYER_BYTES, 3 * _LAYER_BYTES]
+    for label, run in runs.items():
+        assert run["tensor_hooks"] == [(None, None)] * 8, label
+
+
+def _recipe_runs(rank, world_size):
+    """Recipe A (bf16 parameters) and B (fp32 parameters, bf16 autocast): dtype and bytes DDP
+    all-reduces in a step, the parameter count, the gradient's and Adam's state dtypes."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    out = {}
+    for recipe in ("A", "B"):
+        torch.manual_seed(0)
+        model = nn.Sequential(checks.MLPBlock(16), checks.MLPBlock(16))
+        if recipe == "A":
+            model = model.to(torch.bfloat16)
+        net = DistributedDataParallel(model)
+        reduced = []
+
+        def comm_hook(state, bucket, reduced=reduced):
+            buffer = bucket.buffer()
+            reduced.append((buffer.dtype, buffer.numel() * buffer.element_size()))
+            work = dist.all_reduce(buffer.div_(world_size), async_op=True)
+            return work.get_future().then(lambda fut: buffer)
+
+        net.register_comm_hook(None, comm_hook)
+        x = torch.randn(4, 16).to(next(model.parameters()).dtype)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe == "B"):
+            loss = net(x).float().square().mean()
+        loss.backward()
+        optimizer = torch.optim.Adam(model.parameters())
+        optimizer.step()
+        p = next(model.parameters())
+        out[recipe] = {
+            "reduced": reduced,
+            "params": sum(q.numel() for q in model.parameters()),
+            "grad": p.grad.dtype,
+            "state": {k: v.dtype for k, v in optimizer.state[p].items() if k != "step"},
+        }
+    return out
+
+
+def test_mixed_precision_recipes_are_as_section_2_says():
+    """Recipe A: DDP all-reduces bf16 gradients, 2 bytes per parameter, and torch.optim.Adam keeps
+    bf16 moments (no fp32 master of its own); recipe B (fp32 parameters under autocast): fp32
+    gradients, 4 bytes per parameter, fp32 moments."""
+    runs = run_ranks(_recipe_runs, 2, timeout_s=120)[0]
+    for recipe, dtype, size in (("A", torch.bfloat16, 2), ("B", torch.float32, 4)):
+        run = runs[recipe]
+        assert run["reduced"] == [(dtype, size * run["params"])], recipe
+        assert run["grad"] == dtype
+        assert run["state"] == {"exp_avg": dtype, "exp_avg_sq": dtype}
+
+
+def _zero1_bytes(rank, world_size, sharded_optimizer_cls):
+    """Bytes into each kind of collective in one step of DDP followed by ShardedOptimizer."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 8))
+    net = DistributedDataParallel(model)
+    optimizer = sharded_optimizer_cls(list(model.parameters()), torch.optim.Adam, lr=1e-3)
+    timeline = checks.CommTimeline()
+    with timeline:
+        net(torch.randn(4, 32)).square().mean().backward()
+        optimizer.step()
+    kinds: dict[str, int] = {}
+    for e in timeline.events:
+        if e["kind"] == "collective":
+            kinds[e["op"]] = kinds.get(e["op"], 0) + e["bytes"]
+    return kinds, sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def test_zero1_with_broadcasts_sends_one_and_a_half_times_ddp(tmp_path):
+    """Section 2's table: DDP's all-reduce takes in every gradient byte and exercise 3's
+    broadcasts every parameter byte; in the ring model (each rank sends 2(N-1)/N of an
+    all-reduce's bytes, (N-1)/N of a broadcast's, reduce-scatter's or all-gather's) ZeRO-1 so
+    written sends 1.5x DDP's bytes, and with a reduce-scatter and an all-gather the same."""
+    ref = _reference_module(tmp_path)
+    kinds, param_bytes = run_ranks(_zero1_bytes, 2, ref.ShardedOptimizer, timeout_s=120)[0]
+    # equal bytes in: 2(N-1)/N + (N-1)/N = 1.5 x 2(N-1)/N per rank
+    assert kinds == {"allreduce_": param_bytes, "broadcast_": param_bytes}
