@@ -69,6 +69,69 @@ def test_reference_autocast_dtypes_match_the_documented_cuda_policy():
     assert {k: ref[f"cuda/{k}"] for k in checks.AUTOCAST_CASES} == checks.DOCUMENTED_CUDA_FLOAT16
 
 
+def test_documented_cuda_policy_is_what_torch_cuda_autocast_does():
+    """DOCUMENTED_CUDA_FLOAT16 is what torch's CUDA autocast kernels give, run here without a GPU
+    on fake CUDA tensors (FakeTensorMode) with CUDA autocast switched on below torch.autocast,
+    which refuses "cuda" on a machine without one."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    real = checks.autocast_operands("cpu")
+    before = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
+    with FakeTensorMode():
+        fake = {k: torch.empty(v.shape, dtype=v.dtype, device="cuda") for k, v in real.items()}
+        torch.set_autocast_enabled("cuda", True)
+        torch.set_autocast_dtype("cuda", torch.float16)
+        torch.autocast_increment_nesting()
+        try:
+            got = {name: fn(fake).dtype for name, (_, fn) in checks.AUTOCAST_CASES.items()}
+        finally:
+            torch.autocast_decrement_nesting()
+            torch.set_autocast_enabled("cuda", before[0])
+            torch.set_autocast_dtype("cuda", before[1])
+    assert got == checks.DOCUMENTED_CUDA_FLOAT16
+
+
+def test_autocast_operands_follow_their_contract():
+    t = checks.autocast_operands()
+    shapes = {k: (tuple(v.shape), v.dtype) for k, v in t.items()}
+    f32 = torch.float32
+    assert shapes == {
+        "x": ((4, 8), f32),
+        "w": ((8, 8), f32),
+        "images": ((1, 3, 8, 8), f32),
+        "kernel": ((4, 3, 3, 3), f32),
+        "target": ((4, 8), f32),
+        "labels": ((4,), torch.int64),
+    }
+    assert 0 <= int(t["labels"].min()) and int(t["labels"].max()) < 8
+    assert torch.equal(t["x"], checks.autocast_operands()["x"])
+
+
+def _visible_failure(answers) -> str:
+    from grader.checks.common import CheckFailed
+
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_autocast_dtypes(answers)
+    return str(failure.value)
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [(None, "still None"), ("torch.float16", "a string is not a dtype"), (16, "torch.dtype")],
+)
+def test_visible_check_names_a_cuda_entry_that_is_not_a_dtype(value, says):
+    answers = dict(reference_fn(A, "AUTOCAST_DTYPES"), **{"cuda/sum_of_linear": value})
+    message = _visible_failure(answers)
+    assert "cuda/sum_of_linear" in message and says in message
+    assert "lower-precision list" not in message
+
+
+def test_visible_check_compares_cuda_entries_with_the_documented_policy():
+    answers = dict(reference_fn(A, "AUTOCAST_DTYPES"), **{"cuda/softmax_of_linear": torch.float16})
+    message = _visible_failure(answers)
+    assert "cuda/softmax_of_linear" in message and "documented CUDA policy" in message
+
+
 def test_cpu_policy_differs_from_cuda_where_the_lesson_says():
     """softmax, sum and layer_norm keep float16 on the CPU (the lesson's point about policies)."""
     cpu = checks.observed_autocast_dtypes("cpu")

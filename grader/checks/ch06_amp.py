@@ -40,7 +40,18 @@ def _replay(name: str, record: dict, label: str):
 
 
 # --------------------------------------------------------------------------- autocast_dtypes
-def _operands(device: str) -> dict[str, torch.Tensor]:
+def autocast_operands(device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """The operands every case of :data:`AUTOCAST_CASES` is computed on (seeded, so the same
+    each call).
+
+    Args:
+        device: Where to put them (``"cpu"``, ``"cuda"``, ...).
+
+    Returns:
+        ``x`` float32 (4, 8); ``w`` float32 (8, 8); ``images`` float32 (1, 3, 8, 8);
+        ``kernel`` float32 (4, 3, 3, 3); ``target`` float32 (4, 8); ``labels`` int64 (4,),
+        class indices in [0, 8).
+    """
     g = torch.Generator().manual_seed(0)
     t = {
         "x": torch.randn(4, 8, generator=g),
@@ -111,7 +122,7 @@ def observed_autocast_dtypes(device_type: str, dtype: torch.dtype = torch.float1
         Case name -> the dtype of its output on this machine.
     """
     device = "cuda:0" if device_type == "cuda" else "cpu"
-    operands = _operands(device)
+    operands = autocast_operands(device)
     with torch.autocast(device_type, dtype=dtype):
         return {name: fn(operands).dtype for name, (_, fn) in AUTOCAST_CASES.items()}
 
@@ -138,7 +149,12 @@ def _why(name: str, expected: torch.dtype, device_type: str) -> str:
 
 
 def _answers(autocast_dtypes) -> dict:
-    """The student's AUTOCAST_DTYPES as data (grading side)."""
+    """The student's AUTOCAST_DTYPES as data (grading side), with one ``torch.dtype`` for every
+    ``cpu/`` and ``cuda/`` case.
+
+    Raises:
+        CheckFailed: not a dict, an entry is missing, or an entry is not a ``torch.dtype``.
+    """
     got = call_student(autocast_dtypes.value, name="reading AUTOCAST_DTYPES")
     require(
         isinstance(got, dict),
@@ -149,19 +165,37 @@ def _answers(autocast_dtypes) -> dict:
     )
     if got and all(v is None for v in got.values()):
         raise not_attempted("AUTOCAST_DTYPES")
+    keys = [f"{d}/{name}" for d in ("cpu", "cuda") for name in AUTOCAST_CASES]
+    missing = [k for k in keys if k not in got]
+    require(
+        not missing,
+        "AUTOCAST_DTYPES lacks entries",
+        yours=missing,
+        expected=keys,
+        cause="one entry per case of AUTOCAST_CASES, for both 'cpu/...' and 'cuda/...'",
+    )
+    for key in keys:
+        value = got[key]
+        if isinstance(value, str):
+            cause = (
+                f"a string is not a dtype: write torch.{value.removeprefix('torch.')} "
+                f"without quotes, not {value!r}"
+            )
+        elif value is None:
+            cause = "this entry is still None: replace it with torch.float16 or torch.float32"
+        else:
+            cause = "each entry is a torch.dtype: torch.float16 or torch.float32"
+        require(
+            isinstance(value, torch.dtype),
+            f"AUTOCAST_DTYPES[{key!r}] must be a torch.dtype",
+            yours=value,
+            expected="torch.float16 or torch.float32",
+            cause=cause,
+        )
     return got
 
 
 def _check_entries(autocast_dtypes: dict, device_type: str, expected: dict, source: str) -> None:
-    keys = [f"{device_type}/{name}" for name in AUTOCAST_CASES]
-    missing = [k for k in keys if k not in autocast_dtypes]
-    require(
-        not missing,
-        f"AUTOCAST_DTYPES lacks entries for {device_type}",
-        yours=sorted(k for k in autocast_dtypes if str(k).startswith(device_type + "/")),
-        expected=keys,
-        cause="one entry per case of AUTOCAST_CASES, for both 'cpu/...' and 'cuda/...'",
-    )
     for name in AUTOCAST_CASES:
         key = f"{device_type}/{name}"
         got = autocast_dtypes[key]
@@ -176,15 +210,21 @@ def _check_entries(autocast_dtypes: dict, device_type: str, expected: dict, sour
 
 
 def check_autocast_dtypes(autocast_dtypes) -> None:
-    """Compare the ``cpu/`` predictions with what CPU autocast does on this machine (observed
-    in the grading process).
+    """Check that every entry is a ``torch.dtype``, the ``cpu/`` predictions against what CPU
+    autocast does on this machine (observed in the grading process) and the ``cuda/`` ones
+    against the documented CUDA policy (:data:`DOCUMENTED_CUDA_FLOAT16`; the hidden and the
+    ``_cuda`` checks compare them with a GPU when there is one).
 
     Raises:
-        CheckFailed: an entry is missing or differs.
+        CheckFailed: an entry is missing, not a dtype, or differs.
     """
     answers = _answers(student(autocast_dtypes, "AUTOCAST_DTYPES"))
     _check_entries(answers, "cpu", observed_autocast_dtypes("cpu"), "observed on this machine")
-    passed("every cpu/ prediction matches what torch.autocast('cpu', torch.float16) does")
+    _check_entries(answers, "cuda", DOCUMENTED_CUDA_FLOAT16, "the documented CUDA policy")
+    passed(
+        "every cpu/ prediction matches what torch.autocast('cpu', torch.float16) does, and every "
+        "cuda/ one the documented CUDA policy"
+    )
 
 
 def check_autocast_dtypes_hidden(autocast_dtypes) -> None:
