@@ -263,3 +263,16 @@ def test_run_on_streams_cuda_check_when_the_clock_rises_after_calibration(name, 
         else:
             with pytest.raises(CheckFailed, match="against the four run one after another"):
                 checks.check_run_on_streams_cuda(fn)
+
+
+def test_notebook_shows_the_students_prefetcher_on_the_simulated_gpu_and_what_it_stands_in_for():
+    """The cell after Exercise 1 runs the student's prefetch_to_device on the simulated GPU, and
+    the text before it gives the simulated link's real bandwidth constant."""
+    from grader.runtime import course, simulate
+
+    nb = course.read(course.source_path("03_streams"))
+    cells = {c.get("id"): c.source for c in nb.cells}
+    assert "prefetch_to_device(BATCHES" in cells["code-11c"]
+    assert "simulated_timeline(your_prefetch_loop)" in cells["code-11c"]
+    assert f"{simulate.SIM_H2D_GBPS} GB/s (`SIM_H2D_GBPS`" in cells["md-11b"]
+    assert "What the simulated GPU stands in for" in cells["md-11b"]
