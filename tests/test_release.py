@@ -76,6 +76,8 @@ def test_release_differences_ignore_what_jupyter_writes_and_see_real_changes(tmp
         (committed / junk).parent.mkdir(parents=True, exist_ok=True)
         (committed / junk).write_text("x")
     (committed / "ddp_script.py").write_text("x")
+    (committed / "perfetto_traces").mkdir()
+    (committed / "perfetto_traces" / "unfused_step.json").write_text("{}")
     assert release.release_differences(fresh, committed) == []
     (committed / "img" / "d.png").write_bytes(b"other")
     (committed / "notes.py").write_text("x")  # outside git, an extra file is a stale release file

@@ -371,3 +371,37 @@ def test_kernel_time_scale_makes_every_kernel_slower_by_that_factor():
     with pytest.raises(ValueError, match="kernel_time_scale"):
         with simulated_cuda(kernels=True, kernel_time_scale=0):
             pass
+
+
+def test_exported_trace_names_its_tracks_and_reads_back_as_the_same_trace(tmp_path):
+    """The file 10_profiling saves for Perfetto: metadata events name the simulated GPU, its
+    streams and the host; the course's reader gets the same events from the file as from
+    chrome_trace(); the file says it is simulated."""
+    import json
+
+    from grader.runtime import trace as tracing
+
+    with simulated_cuda(kernels=True, transfers=True, virtual_time=True) as sim:
+        x = torch.randn(64, 64).pin_memory().to("cuda", non_blocking=True)
+        with torch.cuda.stream(torch.cuda.Stream()):
+            y = torch.randn(64, 64).to("cuda")
+        (x @ y).sum().item()
+        path = tmp_path / "t.json"
+        sim.export_chrome_trace(path)
+        events = sim.chrome_trace()
+    data = json.loads(path.read_text())
+    assert data["simulated"] is True
+    meta = {
+        (e["name"], e["pid"], e["tid"]): e["args"]["name"]
+        for e in data["traceEvents"]
+        if e["ph"] == "M"
+    }
+    streams = sorted({e["tid"] for e in events if e["pid"] == 0})
+    assert len(streams) == 2 and 7 in streams
+    assert meta == {
+        ("process_name", 0, 0): "simulated GPU (course stand-in)",
+        ("process_name", 1, 1): "host",
+        **{("thread_name", 0, s): f"stream {s}" for s in streams},
+    }
+    assert tracing.parse(path).summary() == tracing.parse(events).summary()
+    assert tracing.parse(path).syncs

@@ -25,9 +25,10 @@ IMAGES = REPO / "images"
 TRACES = REPO / "traces"
 WORK = REPO / "grader" / "work"
 
-#: Files the notebooks write into their own folder when run (``%%writefile`` cells):
-#: git-ignored, and never copied by nbgrader into a release or an autograded folder.
-WRITTEN_FILES = ["ddp_script.py"]
+#: Files and folders the notebooks write into their own folder when run (07's ``%%writefile``
+#: cell, 10's simulated traces for Perfetto): git-ignored, and never copied by nbgrader into a
+#: release or an autograded folder.
+WRITTEN_FILES = ["ddp_script.py", "perfetto_traces"]
 
 #: Grade ids of test cells that need a CUDA GPU end with this suffix.
 CUDA_SUFFIX = "_cuda"

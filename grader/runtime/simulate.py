@@ -649,11 +649,25 @@ class SimulatedCuda:
 
     def export_chrome_trace(self, path) -> None:
         """Write :meth:`chrome_trace` as a JSON file that Perfetto (ui.perfetto.dev) and
-        ``chrome://tracing`` open, like ``torch.profiler``'s ``export_chrome_trace``."""
+        ``chrome://tracing`` open, like ``torch.profiler``'s ``export_chrome_trace``, with
+        metadata events (``"ph": "M"``) that name the tracks: process 0 ``simulated GPU``
+        with one thread per stream (``stream 7`` is the default stream), process 1 ``host``.
+        The top level carries ``"simulated": true``."""
         import json
 
+        events = self.chrome_trace()
+        streams = sorted({e["tid"] for e in events if e["pid"] == 0})
+        names = [
+            ("process_name", 0, 0, "simulated GPU (course stand-in)"),
+            ("process_name", 1, 1, "host"),
+        ]
+        names += [("thread_name", 0, s, f"stream {s}") for s in streams]
+        meta = [
+            {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": label}}
+            for kind, pid, tid, label in names
+        ]
         with open(path, "w") as f:
-            json.dump({"traceEvents": self.chrome_trace(), "simulated": True}, f)
+            json.dump({"traceEvents": meta + events, "simulated": True}, f)
 
     def completion_time(self) -> float:
         """The ``perf_counter`` time at which all work queued so far completes."""
