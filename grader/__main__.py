@@ -11,6 +11,7 @@ Commands:
   measure     measure the course's GPU figures here and record them (CUDA machines)
   verify-gpu  prove the course on a lent GPU in three parts of under 9 minutes each
   merge       merge the working folders of shards graded apart into one gradebook
+  hub         start the course on JupyterHub on loopback for a demo class (--demo)
 
 Exit status: 0 on success, 1 when a check or a grading step failed, 2 for usage errors
 and refusals (e.g. grading CUDA checks on a machine without a GPU).
@@ -222,6 +223,13 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_hub(args) -> int:
+    from grader.deploy.jupyterhub import hub
+
+    students = tuple(args.student or hub.DEMO_STUDENTS)
+    return hub.run(args.root, args.instructor, students, args.port, args.password)
+
+
 def _add_grading_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs",
@@ -346,6 +354,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback step")
     _add_grading_arguments(p)
     p.set_defaults(func=_cmd_demo, cpu_ok=True)
+
+    p = sub.add_parser(
+        "hub",
+        help="start the course on JupyterHub on loopback for a demo class (root makes accounts)",
+    )
+    p.add_argument(
+        "--demo", action="store_true", help="the demo class: instructor, student1, student2"
+    )
+    p.add_argument(
+        "--root", type=Path, default=Path("/srv/gpu-course-hub"), help="the hub's folder"
+    )
+    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
+    p.add_argument("--instructor", default="instructor", help="the instructor's account")
+    p.add_argument("--student", action="append", help="a student's account (repeatable)")
+    p.add_argument("--password", default=None, help="the accounts' password (default: random)")
+    p.set_defaults(func=_cmd_hub, cpu_ok=True)
 
     p = sub.add_parser(
         "benchmark", help="time grading a class of sample students, serial vs parallel"
