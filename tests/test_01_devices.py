@@ -176,3 +176,27 @@ def test_a_cuda_check_that_cannot_run_scores_0_under_any_autograde(
     else:
         assert common.cuda_or_not_checked("a CUDA check") is False
         assert "NOT CHECKED here" in capsys.readouterr().out
+
+
+def test_glossary_defines_early_terms_where_the_notebook_starts_and_points_to_real_notebooks():
+    """01's glossary (before the first exercise) defines the terms used before they are
+    explained, and each notebook it names for a term exists and uses that term."""
+    import re
+
+    from grader.runtime import course
+
+    nb = course.read(course.source_path("01_devices"))
+    ids = [c.get("id") for c in nb.cells]
+    glossary = nb.cells[ids.index("md-03b")].source
+    assert ids.index("md-03b") < ids.index("pick_device")
+    rows = [line for line in glossary.splitlines() if line.startswith("| **")]
+    terms = {re.findall(r"\*\*(.+?)\*\*", row)[0]: row.rsplit("|", 2)[1] for row in rows}
+    for term in ("SM", "warp", "HBM", "Kineto", "stream", "kernel", "Tensor Core", "NCCL"):
+        assert any(term in row.split("|")[1] for row in rows), term
+    sources = {aid: course.read(course.source_path(aid)) for aid in course.assignments()}
+    for term, where in terms.items():
+        for aid in (w.strip() for w in where.split(",")):
+            if aid == "here":
+                continue
+            text = "\n".join(c.source for c in sources[aid].cells)
+            assert term in text, f"{term!r} is said to be explained in {aid}, which never uses it"
