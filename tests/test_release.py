@@ -98,9 +98,9 @@ def test_release_differences_in_a_checkout_compare_with_the_committed_version(tm
     fresh = tmp_path / aid
     shutil.copytree(committed, fresh)
     try:
-        notebook.write_bytes(original.replace(b"Course file", b"My course file"))
+        notebook.write_bytes(original.replace(b"Learning objectives", b"My learning objectives"))
         assert release.release_differences(fresh, committed) == []
-        (fresh / notebook.name).write_bytes(original.replace(b"Course file", b"New text"))
+        (fresh / notebook.name).write_bytes(original.replace(b"Learning objectives", b"New text"))
         assert release.release_differences(fresh, committed) == [notebook.name]
         (fresh / notebook.name).unlink()
         assert release.release_differences(fresh, committed) == [notebook.name]
@@ -165,9 +165,21 @@ def test_student_copy_hides_solutions_and_hidden_tests(aid):
     assert "_hidden(" not in text
     for cell in course.solution_cells(nb):
         assert "raise NotImplementedError()" in cell.source
-    assert "generated from the instructor" in nb.cells[0].source, (
-        "the first cell carries the do-not-edit banner"
-    )
+
+
+@pytest.mark.parametrize("aid", ASSIGNMENTS)
+def test_student_copy_opens_on_its_title_with_one_line_for_instructors(aid):
+    """The source opens with the instructors' banner; the student copy opens on the title and
+    keeps one short line for instructors at the end of its first cell."""
+    source = course.read(course.source_path(aid)).cells[0].source
+    assert source.startswith(release.SOURCE_BANNER)
+    first = course.read(course.release_path(aid)).cells[0].source
+    assert first.startswith(f"# {aid[:2]} · "), first.splitlines()[0]
+    assert "Course file" not in first and "generated from the instructor" not in first
+    assert first.endswith(release.instructor_note(aid))
+    assert f"solutions/{aid}/{aid}.ipynb" in first
+    body = source.split("\n\n", 1)[1]  # everything after the banner, unchanged
+    assert first == f"{body}\n\n{release.instructor_note(aid)}"
 
 
 @pytest.mark.parametrize("aid", ASSIGNMENTS)

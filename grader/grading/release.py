@@ -76,7 +76,40 @@ def generate(
     out = Path(dest) / assignment_id / f"{assignment_id}.ipynb"
     if not out.is_file():
         raise PipelineError(f"nbgrader reported success but wrote no {out}")
+    _move_banner(out, assignment_id)
     return out
+
+
+#: How every source notebook begins: a blockquote for instructors ("> **Course file.** The
+#: student copy ... is generated from the instructor source ...").
+SOURCE_BANNER = "> **Course file.**"
+
+
+def instructor_note(assignment_id: str) -> str:
+    """The one short line that replaces the source's banner at the end of the student copy's
+    first cell: a student's first lines are the title and the learning objectives (STYLE.md)."""
+    source = f"solutions/{assignment_id}/{assignment_id}.ipynb"
+    return (
+        f"*For instructors: this copy is generated from `{source}` by "
+        "`python -m grader release`; edit the source, not this copy.*"
+    )
+
+
+def _move_banner(path: Path, assignment_id: str) -> None:
+    """Drop the instructors' banner from the top of a generated student copy and put
+    :func:`instructor_note` at the end of its first cell (a source without the banner is left
+    as nbgrader wrote it)."""
+    nb = nbformat.read(path, as_version=4)
+    first = nb.cells[0] if nb.cells else None
+    if first is None or first.cell_type != "markdown":
+        return
+    lines = first.source.splitlines()
+    if not lines or not lines[0].startswith(SOURCE_BANNER):
+        return
+    end = next((i for i, line in enumerate(lines) if not line.startswith(">")), len(lines))
+    body = "\n".join(lines[end:]).strip("\n")
+    first.source = f"{body}\n\n{instructor_note(assignment_id)}"
+    nbformat.write(nb, path)
 
 
 def release(assignment_ids: Iterable[str] | None = None, *, check: bool = False) -> list[str]:
