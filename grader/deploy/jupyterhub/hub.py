@@ -2,11 +2,11 @@
 
 What :func:`prepare` sets up under the hub's folder (default ``/srv/gpu-course-hub``):
 
-- ``env/``: the Python environment every server runs. The course's ``.venv`` is usually made from
+- ``env/``: the Python environment every server runs. The course's ``.venv`` is often made from
   a Python only its owner can read (here ``/root/.pyenv``, mode 700), so a student's server
-  started from it fails with "Permission denied". ``env/`` is a venv of the system's
-  ``/usr/bin/python3`` (same minor version) that adds the course's site-packages through a
-  ``.pth`` file, with launchers for their commands and JupyterLab's assets linked in.
+  started from it fails with "Permission denied". ``env/`` is a venv of that interpreter (copied
+  to ``python/`` when it is private) that adds the course's site-packages through a ``.pth``
+  file, with launchers for their commands and JupyterLab's assets linked in.
 - ``exchange/``: nbgrader's shared exchange, world-writable as nbgrader's documentation asks
   (``chmod ugo+rw``); nbgrader makes the course's ``inbound/`` write-only for students itself.
 - ``config/instructor/`` and ``config/student/``: each role's Jupyter and nbgrader
@@ -54,24 +54,45 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
+def _readable_by_all(path: Path) -> bool:
+    """Whether every account can reach ``path`` (each folder above it searchable by others)."""
+    return all(p.stat().st_mode & 0o005 == 0o005 for p in [path, *path.parents] if p.is_dir())
+
+
+def base_python(root: Path) -> Path:
+    """The course's interpreter, or where it is private (``/root/.pyenv``, mode 700) a copy of it
+    in ``root/python``: the standard library and ``libpython`` without its site-packages (a few
+    tens of MB). Debian's ``/usr/bin/python3`` 3.11.2 would also be readable, but its ``re``
+    mis-parses possessive quantifiers, which soupsieve uses: nbgrader's feedback fails on it."""
+    base = Path(sys.base_prefix)
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if _readable_by_all(base / "bin"):
+        return base / "bin" / name
+    copy = root / "python"
+    if not (copy / "bin" / name).exists():
+        skip = shutil.ignore_patterns("site-packages", "test", "__pycache__", "idlelib", "tkinter")
+        (copy / "bin").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(base / "bin" / name, copy / "bin" / name)
+        shutil.copytree(base / "lib", copy / "lib", ignore=skip, symlinks=True, dirs_exist_ok=True)
+        (copy / "lib" / name / "site-packages").mkdir(exist_ok=True)
+        if (base / "include").is_dir():
+            shutil.copytree(base / "include", copy / "include", dirs_exist_ok=True)
+    return copy / "bin" / name
+
+
+def library_path(root: Path) -> str:
+    """``LD_LIBRARY_PATH`` for the copied interpreter (its RUNPATH names the private original)."""
+    return str(root / "python" / "lib") if (root / "python" / "lib").is_dir() else ""
+
+
 def make_environment(env: Path) -> None:
-    """A world-readable venv of the system Python that runs the course's installed packages."""
+    """A venv every account can run, with the course's installed packages (see :func:`base_python`)."""
     site = Path(sysconfig.get_paths()["purelib"])
-    system_python = Path("/usr/bin/python3")
-    if not system_python.exists():
-        system_python = Path(sys.executable)
+    python = base_python(env.parent)
+    run_env = {**os.environ, "LD_LIBRARY_PATH": library_path(env.parent)}
     if not (env / "bin" / "python").exists():
-        subprocess.run([str(system_python), "-m", "venv", "--without-pip", str(env)], check=True)
-    version = subprocess.run(
-        [str(env / "bin" / "python"), "-c", "import sys; print(sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    if version != str(sys.version_info[:2]):
-        raise RuntimeError(
-            f"{system_python} is Python {version}, the course's environment {sys.version_info[:2]}:"
-            " the servers need the same minor version"
+        subprocess.run(
+            [str(python), "-m", "venv", "--without-pip", str(env)], check=True, env=run_env
         )
     env_site = Path(
         subprocess.run(
@@ -83,6 +104,7 @@ def make_environment(env: Path) -> None:
             capture_output=True,
             text=True,
             check=True,
+            env=run_env,
         ).stdout.strip()
     )
     _write(env_site / "gpu_course.pth", f"import site; site.addsitedir({str(site)!r})\n")

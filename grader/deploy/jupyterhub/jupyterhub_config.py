@@ -35,8 +35,8 @@ c.Authenticator.allowed_users = {INSTRUCTOR, *STUDENTS}
 c.Authenticator.admin_users = {INSTRUCTOR}
 
 c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
-# The students' environment: Debian's Python (readable by every account), the course's
-# packages through a .pth file; see hub.make_environment.
+# The students' environment: the course's interpreter where every account can read it (or a
+# copy), the course's packages through a .pth file; see hub.make_environment.
 c.Spawner.cmd = [str(ENV / "bin" / "python"), "-m", "jupyterhub.singleuser"]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
@@ -53,6 +53,8 @@ def _role_environment(spawner) -> None:
             "JUPYTERLAB_DIR": str(ENV / "share" / "jupyter" / "lab"),
             "JUPYTER_PATH": str(ENV / "share" / "jupyter"),
             "PATH": f"{ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            # the copied interpreter's libpython (hub.base_python); empty when not copied
+            "LD_LIBRARY_PATH": str(ROOT / "python" / "lib") if (ROOT / "python").is_dir() else "",
         }
     )
 
