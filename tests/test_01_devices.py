@@ -200,3 +200,34 @@ def test_glossary_defines_early_terms_where_the_notebook_starts_and_points_to_re
                 continue
             text = "\n".join(c.source for c in sources[aid].cells)
             assert term in text, f"{term!r} is said to be explained in {aid}, which never uses it"
+
+
+def test_to_returns_the_tensor_itself_unless_copy_is_asked_for():
+    """What 01's `.cuda(i)` and `.to(copy=True)` cell states, on the CPU."""
+    t = torch.zeros(3)
+    assert t.to("cpu") is t
+    copied = t.to("cpu", copy=True)
+    assert copied is not t and copied.data_ptr() != t.data_ptr()
+    assert "device" in torch.Tensor.cuda.__doc__.split("Args:")[1]
+
+
+def test_troubleshooting_names_apis_that_exist():
+    """01's "why is my GPU not available" cell uses these: each must exist in this torch."""
+    import importlib.util
+
+    assert hasattr(torch.version, "cuda") and hasattr(torch.version, "hip")
+    assert importlib.util.find_spec("torch.utils.collect_env") is not None
+    assert importlib.util.find_spec("torch.utils.hipify") is not None
+
+
+def test_hardware_section_names_its_source_for_every_table():
+    from grader.runtime import course
+
+    cells = {c.id: c.source for c in course.read(course.source_path(A)).cells}
+    hardware = cells["md-03c"]
+    assert "d2l.ai/chapter_computational-performance/hardware.html" in hardware
+    assert "gist.github.com/eshelman" in hardware
+    for topic in ("burst", "banks", "IOPs", "PCIe", "Ethernet", "inference", "instances"):
+        assert topic in hardware, topic
+    assert "torch.version.cuda" in cells["code-05c"] and "--gpus" in cells["md-05b"]
+    assert "copy=True" in cells["code-07c"] and ".cuda(i)" in cells["code-07c"]
