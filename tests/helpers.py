@@ -72,8 +72,19 @@ def assert_sample_scores_as_declared(sample: samples.Sample) -> None:
     """Grade the sample in-process (hidden tests included, grading mode) and compare
     the failing test cells with the ones it declares."""
     results = samples.run_test_cells(sample.assignment, sample.cells, only_for=set(sample.cells))
+    assert_results_as_declared(sample, results, gpu=torch.cuda.is_available())
+
+
+def assert_results_as_declared(sample: samples.Sample, results: dict[str, str], gpu: bool) -> None:
+    """Compare a sample's results (test grade id -> "" or the failure) on a machine with or
+    without a GPU with what the sample declares.
+
+    A mistake must also be provable: without a GPU it must fail a cell that is not CUDA-only;
+    on a GPU, that or a cell it declares for a GPU. So on a GPU a mistake declared to show
+    only without one (``# fails-on-cpu:`` alone, such as calling ``torch.cuda.synchronize()``
+    for CPU tensors) rightly gets full marks: machines without a GPU prove it.
+    """
     assert results, f"no test cells ran for {sample.name}"
-    gpu = torch.cuda.is_available()
     failing = {k for k, v in results.items() if v}
     expected = sample.expected_failures(gpu) & set(results)
     if not gpu:
@@ -84,9 +95,11 @@ def assert_sample_scores_as_declared(sample: samples.Sample) -> None:
         + "\n".join(f"  {k}: {v}" for k, v in results.items() if v)
     )
     if sample.is_mistake:
-        checkable = sample.expected_failures(gpu) - (
-            {k for k in results if k.endswith("_cuda")} if not gpu else set()
-        )
+        checkable = sample.expected_failures(gpu=False) - {
+            k for k in results if k.endswith("_cuda")
+        }
+        if gpu:
+            checkable |= sample.expected_failures(gpu=True)
         assert checkable, (
             f"{sample.name} loses points only in CUDA cells, so this machine cannot prove it: "
             "give it a CPU-visible failure or mark the test cuda"
