@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from grader.checks import ch09_compilation as checks
+from grader.checks.common import CheckFailed
+from grader.tools import samples
 
 from .helpers import (
+    assert_results_as_declared,
     assert_sample_scores_as_declared,
     exercise_params,
     reference_fn,
@@ -138,3 +141,88 @@ def test_a_compile_speedup_as_numpy_float_is_accepted():
 
     record = checks.number_attempt(lambda: np.float64(3.0))
     assert record["value"] == 3.0 and type(record["value"]) is float
+
+
+def _sample(name: str):
+    (sample,) = [s for s in samples.load_samples(A) if s.name == name]
+    return sample
+
+
+def test_a_mistake_that_shows_only_without_a_gpu_gets_full_marks_on_a_gpu():
+    """wrong_compile_speedup_always_synchronizes calls torch.cuda.synchronize() for CPU tensors:
+    without a GPU that raises, on a GPU it is harmless. Its full marks there are what it
+    declares (an H200 run of the sample tests once reported them as a mistake that no machine
+    proves)."""
+    sample = _sample("wrong_compile_speedup_always_synchronizes")
+    full_marks = {"test_compile_speedup": "", "test_compile_speedup_cuda": ""}
+    assert_results_as_declared(sample, full_marks, gpu=True)
+    without_gpu = {
+        "test_compile_speedup": "CheckFailed: compile_speedup raised RuntimeError",
+        "test_compile_speedup_cuda": "NotCheckedWithoutCuda: NOT CHECKED",
+    }
+    assert_results_as_declared(sample, without_gpu, gpu=False)
+    with pytest.raises(AssertionError):
+        assert_results_as_declared(sample, {**without_gpu, "test_compile_speedup": ""}, gpu=False)
+
+
+#: A GPU shared with other processes, as in the H200 run where correct_compile_speedup_benchmark
+#: did not score as declared (illustrative values: that run's messages were lost): the
+#: reference's per-call speed-up falls towards 1 (each synchronized call waits for the GPU's
+#: time slice), the throughput one stays near the idle figure (10.8x recorded, with
+#: torch.utils.benchmark.Timer, which times throughput, as that sample does).
+SHARED_GPU_REFS = (1.4, 11.0)
+
+
+@pytest.mark.parametrize(
+    "mine, agrees",
+    [
+        (12.0, True),  # benchmark.Timer: throughput
+        (1.5, True),  # synchronized around each call, like the reference
+        (0.08, False),  # inverted
+        (0.002, False),  # compilation timed
+        (0.9, False),  # not a speed-up
+        (40.0, False),  # far above both
+    ],
+)
+def test_on_a_shared_gpu_either_correct_timer_agrees_and_the_mistakes_do_not(
+    monkeypatch, mine, agrees
+):
+    monkeypatch.setattr(checks, "_compile_ratio", lambda *args: (mine, SHARED_GPU_REFS))
+    monkeypatch.setattr(checks.time, "sleep", lambda s: None)
+    assert checks.speedup_agrees(mine, SHARED_GPU_REFS) is agrees
+    if agrees:
+        checks._check_speedup(None, checks.many_small_ops, 256, "cuda", "256 floats on the GPU")
+    else:
+        with pytest.raises(CheckFailed):
+            checks._check_speedup(None, checks.many_small_ops, 256, "cuda", "256 floats on the GPU")
+
+
+def test_on_the_cpu_the_band_is_the_reference_alone():
+    assert checks.speedup_agrees(4.0, (3.0,))
+    assert not checks.speedup_agrees(12.0, (3.0,))
+    assert not checks.speedup_agrees(0.9, (3.0,))
+
+
+@pytest.mark.slow
+def test_the_throughput_ratio_agrees_with_the_reference_where_nothing_is_asynchronous():
+    """On the CPU (the simulated GPU's synchronize, which waits for nothing, standing in for
+    CUDA's) the throughput and per-call speed-ups time the same calls: within the band, in one
+    of three tries (as the check retries: a loaded 2-core machine pauses a process for
+    milliseconds)."""
+    import gc
+
+    from grader.runtime.simulate import simulated_cuda
+
+    x = torch.randn(256)
+    tries = []
+    for _ in range(3):
+        torch._dynamo.reset()
+        with checks.quiet_compiler():
+            ref = reference_fn(A, "compile_speedup")(checks.many_small_ops, x)
+            with simulated_cuda(allow_real_gpu=True):
+                throughput = checks._throughput_ratio(checks.many_small_ops, x)
+        assert gc.isenabled()
+        tries.append((throughput, ref))
+        if throughput > 1.0 and ref / 3 <= throughput <= 3 * ref:
+            return
+    raise AssertionError(f"throughput vs per-call speed-ups: {tries}")
