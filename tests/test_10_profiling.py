@@ -381,3 +381,144 @@ def test_the_attention_score_matmul_is_memory_bound_on_every_gpu():
     for gpu in checks.GPUS.values():
         dtype = torch.bfloat16 if gpu.tflops["bf16"] else torch.float16
         assert intensity < gpu.ridge(dtype), gpu.name
+
+
+# --------------------------------------------------------------------------- the real-GPU pipeline
+#: The real-GPU pipeline's balance played on the simulated GPU. On an H200 one batch of
+#: CUDA_PIPELINE computes in about 2.7 ms (2 x 2 x 1024 x 4096 x 8192 FLOP at the recorded
+#: 50.8 TFLOP/s fp32) and copies in about 0.33 ms (16.8 MB at the recorded 51.6 GB/s pinned):
+#: compute ~8x copy. The simulated pipeline of the exercise (make_pipeline()) computes in about
+#: its copy time, so its kernels are made 8 times slower.
+REAL_GPU_BALANCE = 8.0
+
+
+def _sim_cuda_probe(stalls_ms=()):
+    """A stand-in for the check's real-GPU probe on the simulated GPU, balanced like the real
+    pipeline: the ``k``-th run (from 0) holds the host for ``stalls_ms[k]`` ms just before the
+    model's first kernel (a preempted process on a loaded machine)."""
+    runs = []
+
+    def probe(overlapped_pipeline):
+        stall_s = (list(stalls_ms)[len(runs)] if len(runs) < len(stalls_ms) else 0.0) / 1000
+        runs.append(stall_s)
+        model, batches = checks.make_pipeline()
+        with simulated_cuda(
+            kernels=True, virtual_time=True, allow_real_gpu=True,
+            h2d_gbps=checks.PIPELINE_H2D_GBPS, kernel_time_scale=REAL_GPU_BALANCE,
+        ) as sim:  # fmt: skip
+            model.to("cuda")
+            batches = [x.pin_memory() for x in batches]  # as the real probe does
+            first = []
+
+            def hold_the_host(module, args):
+                if not first:
+                    first.append(True)
+                    sim.sleep_until(sim.now() + stall_s)
+
+            model.register_forward_pre_hook(hold_the_host)
+            with torch.no_grad(), record_function(checks.WINDOW):
+                out = overlapped_pipeline(model, batches, torch.device("cuda:0"))
+            sim.synchronize()
+            events = sim.chrome_trace()
+            on_device = out in sim.on_device
+        return checks._traced(events, out, on_device=on_device)
+
+    probe.runs = runs
+    return probe
+
+
+class _InThisProcess:
+    """A channel that runs a probe here as it is (a test's closure cannot travel by name)."""
+
+    def request(self, fn, target, args, kwargs):
+        return fn(target.obj, *args, **kwargs)
+
+
+def _pipeline_handle(overlapped_pipeline):
+    from grader.runtime import remote
+
+    return remote.Handle("overlapped_pipeline", overlapped_pipeline, via=_InThisProcess())
+
+
+@pytest.fixture
+def sim_cuda_check(monkeypatch):
+    """check_overlapped_pipeline_cuda on this machine, its probe played by :func:`_sim_cuda_probe`
+    (pass the answer through :func:`_pipeline_handle`)."""
+    from grader.runtime import remote
+
+    monkeypatch.setattr(remote, "_require_probe", lambda fn: None)
+
+    def install(stalls_ms=()):
+        probe = _sim_cuda_probe(stalls_ms)
+        monkeypatch.setattr(checks, "cuda_or_not_checked", lambda what: True)
+        monkeypatch.setattr(checks, "_probe_pipeline_cuda", probe)
+        monkeypatch.setattr(checks, "_expected_pipeline_cuda", checks._expected_pipeline)
+        monkeypatch.setattr(checks.time, "sleep", lambda s: None)
+        return probe
+
+    return install
+
+
+def _pipeline_samples():
+    from grader.tools import samples
+
+    return [
+        pytest.param(s, id=s.name)
+        for s in samples.load_samples(A)
+        if "overlapped_pipeline" in s.cells
+        and "test_overlapped_pipeline_cuda" not in s.may_fail_on_gpu
+    ]
+
+
+@pytest.mark.parametrize("sample", _pipeline_samples())
+def test_each_pipeline_samples_cuda_cell_scores_as_declared_on_a_gpu_balanced_like_the_real_one(
+    sample, sim_cuda_check
+):
+    """The pipeline samples' CUDA cells where the compute per batch is about 8x its copy, as on
+    an H200. wrong_pipeline_synchronize_each_batch was declared to fail there, and an H200 run
+    disagreed: its host waits each batch, but only after issuing the next copy, which then runs
+    beside the previous batch's kernels (far longer than a copy): 6 of its 8 copies hidden."""
+    sim_cuda_check()
+    namespace: dict = {}
+    exec(sample.cells["overlapped_pipeline"], namespace)  # noqa: S102 - the course's own sample
+    answer = _pipeline_handle(namespace["overlapped_pipeline"])
+    if "test_overlapped_pipeline_cuda" in sample.expected_failures(gpu=True):
+        with pytest.raises(CheckFailed):
+            checks.check_overlapped_pipeline_cuda(answer)
+    else:
+        checks.check_overlapped_pipeline_cuda(answer)
+
+
+def test_a_host_stall_before_the_first_kernel_costs_a_run_not_the_points(sim_cuda_check, capsys):
+    """correct_pipeline_events issues all eight copies before its first kernel: a host held
+    there longer than the copies take leaves them unhidden in that run (0.3 ms here, all the
+    copies' time; 2.6 ms on an H200). The check runs again and the best run counts. The
+    reference issues one copy ahead, so the same stall costs it one copy."""
+    events = _pipeline_handle(answer_fn(A, "correct_pipeline_events", "overlapped_pipeline"))
+    probe = sim_cuda_check(stalls_ms=[0.3])
+    checks.check_overlapped_pipeline_cuda(events)
+    assert len(probe.runs) == 2 and "OK:" in capsys.readouterr().out
+    probe = sim_cuda_check(stalls_ms=[0.3] * checks.CUDA_PIPELINE_RUNS)
+    with pytest.raises(CheckFailed) as info:
+        checks.check_overlapped_pipeline_cuda(events)
+    assert f"in {checks.CUDA_PIPELINE_RUNS} runs" in str(info.value)
+    probe = sim_cuda_check(stalls_ms=[0.3])
+    checks.check_overlapped_pipeline_cuda(_pipeline_handle(reference_fn(A, "overlapped_pipeline")))
+    assert len(probe.runs) == 1
+
+
+def test_every_run_of_the_real_gpu_pipeline_must_give_the_right_outputs(sim_cuda_check):
+    """Repeating a run for its overlap never forgives wrong outputs: a race that shows in one
+    run of several fails."""
+    events = answer_fn(A, "correct_pipeline_events", "overlapped_pipeline")
+    calls = []
+
+    def wrong_in_the_second_run(model, batches, device):
+        calls.append(1)
+        out = events(model, batches, device)
+        return out + 1 if len(calls) == 2 else out
+
+    sim_cuda_check(stalls_ms=[0.3] * checks.CUDA_PIPELINE_RUNS)  # no run overlaps enough
+    with pytest.raises(CheckFailed) as info:
+        checks.check_overlapped_pipeline_cuda(_pipeline_handle(wrong_in_the_second_run))
+    assert "model(batch) for every batch" in str(info.value) and len(calls) == 2

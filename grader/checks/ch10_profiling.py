@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 import torch
@@ -833,6 +834,14 @@ def _expected_pipeline(device: str = "cpu") -> torch.Tensor:
 
 
 def _judge_pipeline(seen: dict, expected: torch.Tensor, where: str) -> tracing.Trace:
+    """Judge one run: its outputs, then the overlap in its trace."""
+    trace = _judge_pipeline_run(seen, expected)
+    _require_overlap([trace], where)
+    return trace
+
+
+def _judge_pipeline_run(seen: dict, expected: torch.Tensor) -> tracing.Trace:
+    """Judge one run's result (a race, the outputs, where they live); return its trace."""
     if seen.get("race"):
         if seen.get("kind") == "reuse_while_read":
             _judge_pipeline_memory(seen)
@@ -861,9 +870,15 @@ def _judge_pipeline(seen: dict, expected: torch.Tensor, where: str) -> tracing.T
         expected="a tensor on the device",
         cause="do not copy the result back to the host",
     )
-    trace = _judged_trace(seen["events"], "overlapped_pipeline")
-    fraction = trace.overlap_fraction()
-    if fraction < MIN_OVERLAP:
+    return _judged_trace(seen["events"], "overlapped_pipeline")
+
+
+def _require_overlap(traces: list[tracing.Trace], where: str) -> None:
+    """At least :data:`MIN_OVERLAP` of the copy time hidden in the best of the ``traces`` (runs
+    of the same pipeline); the cause named from the last one."""
+    fractions = [t.overlap_fraction() for t in traces]
+    if max(fractions) < MIN_OVERLAP:
+        trace = traces[-1]
         copies = trace.host_to_device_copies
         kernel_streams = {k.stream for k in trace.kernels}
         copy_streams = {c.stream for c in copies}
@@ -875,11 +890,11 @@ def _judge_pipeline(seen: dict, expected: torch.Tensor, where: str) -> tracing.T
             cause = "issue the copy of batch i+1 before computing on batch i, and wait for each batch's copy alone (not for all copies at once)"
         fail(
             f"the copies to the GPU must overlap the compute ({where})",
-            yours=f"{fraction:.0%} of the copy time hidden behind kernels on another stream",
+            yours=f"{', '.join(f'{f:.0%}' for f in fractions)} of the copy time hidden behind "
+            "kernels on another stream" + (f" in {len(traces)} runs" if len(traces) > 1 else ""),
             expected=f"at least {MIN_OVERLAP:.0%} (the reference: about 80%)",
             cause=cause,
         )
-    return trace
 
 
 def check_overlapped_pipeline(overlapped_pipeline) -> None:
@@ -926,14 +941,36 @@ def _probe_pipeline_cuda(overlapped_pipeline) -> dict:
     return _traced(events, out, on_device=_on_cuda(out))
 
 
+#: Runs of the real-GPU pipeline the check may make: the overlap of the best counts, and the
+#: outputs of every run must be right. A run is repeated only when its overlap is too low.
+#: Why: on an H200 the eight copies take about 2.6 ms in all (16 MB at the recorded 51.6 GB/s
+#: pinned) and one batch's compute about 2.7 ms (137 GFLOP at the recorded 50.8 TFLOP/s fp32).
+#: An answer that issues every copy before its first kernel, as it may, loses the overlap of
+#: the copies that land before that kernel starts: a host preempted for about 1.3 ms between
+#: the two (a loaded machine), or the GPU serving another process then, leaves less than half
+#: hidden in that run. The listed mistakes hide none in any run (the copies on the compute
+#: stream, or the compute waiting for all of them).
+CUDA_PIPELINE_RUNS = 3
+
+
 def check_overlapped_pipeline_cuda(overlapped_pipeline) -> None:
-    """On a real GPU: outputs, and the overlap fraction read from the Kineto trace."""
+    """On a real GPU: outputs, and the overlap fraction read from the Kineto trace, in up to
+    :data:`CUDA_PIPELINE_RUNS` runs (the outputs of each must be right; the best overlap counts)."""
     if not cuda_or_not_checked("overlapped_pipeline's copy/compute overlap in a Kineto trace"):
         return
     fn = student(overlapped_pipeline, "overlapped_pipeline")
-    seen = call_student(fn.probe, _probe_pipeline_cuda, name="overlapped_pipeline on this GPU")
-    trace = _judge_pipeline(seen, _expected_pipeline_cuda(), "Kineto trace on this GPU")
-    passed(f"overlapped_pipeline hides {trace.overlap_fraction():.0%} of its copy time on this GPU")
+    expected = _expected_pipeline_cuda()
+    traces = []
+    for run in range(CUDA_PIPELINE_RUNS):
+        if run:
+            time.sleep(0.5 * run)  # let a burst of other work pass
+        seen = call_student(fn.probe, _probe_pipeline_cuda, name="overlapped_pipeline on this GPU")
+        traces.append(_judge_pipeline_run(seen, expected))
+        if traces[-1].overlap_fraction() >= MIN_OVERLAP:
+            break
+    _require_overlap(traces, "Kineto trace on this GPU")
+    best = max(t.overlap_fraction() for t in traces)
+    passed(f"overlapped_pipeline hides {best:.0%} of its copy time on this GPU")
 
 
 def _expected_pipeline_cuda() -> torch.Tensor:
