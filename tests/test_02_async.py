@@ -281,3 +281,47 @@ def test_synchronize_without_a_device_waits_for_the_current_device_only():
     device = inspect.signature(torch.cuda.synchronize).parameters["device"]
     assert device.default is None
     assert "current device" in " ".join(torch.cuda.synchronize.__doc__.split())
+
+
+def _demo_namespace(*cell_ids: str) -> dict:
+    """Run 02's setup cell and the named demo cells (in order) and return their globals."""
+    import matplotlib
+
+    from grader.runtime import course
+
+    matplotlib.use("Agg")
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    namespace: dict = {}
+    for cell_id in ("code-02", *cell_ids):
+        exec(compile(cells[cell_id], cell_id, "exec"), namespace)
+    return namespace
+
+
+def test_dependency_demo_runs_add_after_mul_on_one_stream(capsys):
+    """02's `z = x * y + 2` cell: the add kernel is launched while mul runs and starts when it ends."""
+    ns = _demo_namespace("code-04b")
+    kernels = {e["name"]: e for e in ns["events"] if e["pid"] == 0}
+    mul, add = kernels["mul (simulated kernel)"], kernels["add (simulated kernel)"]
+    launches = [e for e in ns["events"] if e["name"] == "aten::add"]
+    assert launches[0]["ts"] < mul["ts"] + mul["dur"]  # enqueued before mul finished
+    assert add["ts"] == pytest.approx(mul["ts"] + mul["dur"], abs=0.01)
+    assert ns["launched"] < ns["answered"]
+    assert "z.sum().item() -> 50331648.0" in capsys.readouterr().out
+
+
+def test_copy_while_computing_demo_overlaps_each_copy_with_the_next_compute():
+    """02's d2l copy-to-CPU demo: serial = n(compute + copy); side stream = n·compute + copy."""
+    from grader.runtime import course
+
+    ns = _demo_namespace()
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    head = cells["code-06c"].split("\nif HAS_CUDA:")[0]  # the functions, not the plot
+    exec(compile(head, "code-06c", "exec"), ns)
+    n, compute, copy = ns["N_RESULTS"], ns["COMPUTE_MS"], ns["COPY_MS"]
+    serial, _ = ns["compute_and_copy_simulated"](False)
+    overlapped, spans = ns["compute_and_copy_simulated"](True)
+    assert serial == pytest.approx(n * (compute + copy), rel=0.02)
+    assert overlapped == pytest.approx(n * compute + copy, rel=0.02)
+    assert len({s.lane for s in spans}) == 2  # compute and copies on two streams
+    assert hasattr(torch.Tensor, "record_stream")
+    assert "non_blocking" in torch.Tensor.copy_.__doc__
