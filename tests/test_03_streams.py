@@ -276,3 +276,32 @@ def test_notebook_shows_the_students_prefetcher_on_the_simulated_gpu_and_what_it
     assert "simulated_timeline(your_prefetch_loop)" in cells["code-11c"]
     assert f"{simulate.SIM_H2D_GBPS} GB/s (`SIM_H2D_GBPS`" in cells["md-11b"]
     assert "What the simulated GPU stands in for" in cells["md-11b"]
+
+
+def _backward_streams_cell() -> str:
+    from grader.runtime import course
+
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    return cells["code-04c"]
+
+
+def test_backward_streams_section_quotes_the_docs_rules():
+    from grader.runtime import course
+
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    text = cells["md-04b"]
+    assert "notes/cuda.html#bwd-cuda-stream-semantics" in text
+    for pattern in ("UNSAFE", "wait_stream(s)", "initial_grad.record_stream(s)"):
+        assert pattern in text, pattern
+    assert "Needs a CUDA GPU: skipped" in _backward_streams_cell()
+
+
+@pytest.mark.cuda
+def test_backward_ops_run_on_their_forward_ops_streams():
+    """What 03's cell shows on a GPU: each branch's backward runs on that branch's stream."""
+    namespace = {"torch": torch, "HAS_CUDA": True}
+    exec(compile(_backward_streams_cell(), "code-04c", "exec"), namespace)
+    seen, streams = namespace["WhichStream"].seen, namespace["streams"]
+    for branch, stream in streams.items():
+        assert seen[f"{branch} forward"] == stream.stream_id
+        assert seen[f"{branch} backward"] == stream.stream_id
