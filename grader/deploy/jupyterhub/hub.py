@@ -284,4 +284,8 @@ def run(
     prepare(root, instructor, students, password)
     print(f"JupyterHub on http://127.0.0.1:{port} (loopback; Ctrl-C stops it)")
     env = hub_environment(root, instructor, students, port)
-    return subprocess.call(hub_command(), env=env, cwd=root / "state")
+    # JupyterHub replaces this process, so a signal to it (Ctrl-C, kill, a timeout) reaches the
+    # hub, which then stops its proxy and the servers it started.
+    os.chdir(root / "state")
+    command = hub_command()
+    os.execve(command[0], command, env)
