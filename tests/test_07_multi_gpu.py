@@ -413,3 +413,24 @@ def test_the_reference_can_be_rebuilt_in_a_spawned_rank():
     fn = course.reference(A).average_gradients
     assert "def average_gradients" in inspect.getsource(fn)
     assert function_recipe(fn)
+
+
+def test_alexnet_channel_split_cell_matches_the_unsplit_layers(capsys):
+    """07's AlexNet cell: both split layers equal the unsplit ones; only layer 3 exchanges bytes."""
+    from grader.runtime import course
+
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "N_GPUS": 0}
+    exec(compile(cells["code-03d"], "code-03d", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "layer 2 split equals the grouped conv: True | bytes exchanged: 0" in out
+    assert "layer 3 split equals the full conv: True" in out
+    assert namespace["exchanged"] == 2 * 2 * 128 * 13 * 13 * 4  # both halves of 128 channels
+
+
+def test_parallel_loss_and_peer_access_apis_exist():
+    """07 names DataParallel's output_device (the first fix) and can_device_access_peer."""
+    import inspect
+
+    assert "output_device" in inspect.signature(torch.nn.DataParallel).parameters
+    assert callable(torch.cuda.can_device_access_peer)
