@@ -320,3 +320,19 @@ def test_a_case_that_trains_under_float16_autocast_uses_a_grad_scaler():
     for name, code in checks.CASES.items():
         if "autocast" in code and "backward" in code:
             assert "bfloat16" in code or "GradScaler" in code, name
+
+
+def test_note_on_the_seed_cases_checks_its_claims_on_the_cpu(capsys):
+    """05's note beside the cases: the bugs of the seed's own cases, each shown by code-14c."""
+    from grader.runtime import course
+
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    note = cells["md-14b"]
+    for bug in ("no nonlinearity", "Output features different", "123 samples", "Missing commas"):
+        assert bug in note, bug
+    namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional}
+    exec(compile(cells["code-14c"], "code-14c", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "two Linear layers == one Linear layer: True" in out
+    assert "8 logits for 10 classes: IndexError" in out
+    assert "batches of [64, 59], 0 unseen" in out and "batches of [64], 59 unseen" in out
