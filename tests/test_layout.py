@@ -2,7 +2,8 @@
 
 From the bottom: ``runtime`` (what notebooks and checks run on) < ``checks`` (what test cells
 call) < ``grading`` (the trusted engine) < ``tools`` (the instructor's and developer's tools) <
-``grader/__main__.py`` (the command line). Every import is counted, also one inside a function,
+``deploy`` (the course on JupyterHub; its other files are recipes) < ``grader/__main__.py``
+(the command line). Every import is counted, also one inside a function,
 and no two modules may import each other, directly or through others.
 """
 
@@ -17,7 +18,7 @@ import pytest
 from grader.runtime import course
 
 PACKAGE = course.PACKAGE
-LAYERS = ["runtime", "checks", "grading", "tools", "__main__"]
+LAYERS = ["runtime", "checks", "grading", "tools", "deploy", "__main__"]
 #: What ``grader/`` itself holds: the parts, the command line, and the two configuration files
 #: Jupyter and nbgrader read from ``JUPYTER_CONFIG_PATH=grader`` (they must stay in this folder).
 TOP_LEVEL = {
