@@ -522,3 +522,20 @@ def test_every_run_of_the_real_gpu_pipeline_must_give_the_right_outputs(sim_cuda
     with pytest.raises(CheckFailed) as info:
         checks.check_overlapped_pipeline_cuda(_pipeline_handle(wrong_in_the_second_run))
     assert "model(batch) for every batch" in str(info.value) and len(calls) == 2
+
+
+def test_bottleneck_section_matches_the_torch_it_runs_on(capsys):
+    """10 says torch.utils.bottleneck is gone from the course's torch (2.11, 2.14) and shows
+    cProfile instead: the module must be absent here, and the cell must run and say so."""
+    import importlib.util
+
+    from grader.runtime import course
+
+    assert importlib.util.find_spec("torch.utils.bottleneck") is None, "10's text is out of date"
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    assert "github.com/pytorch/pytorch/issues/68742" in cells["md-10b"]
+    namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional}
+    exec(compile(cells["code-10c"], "code-10c", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "torch.utils.bottleneck in this torch: False" in out
+    assert "run_backward" in out  # cProfile sees the backward pass as one Python-level call
