@@ -3,7 +3,8 @@
 
 The server's root is the repository, so the notebooks' links to ``images/`` resolve, and
 JupyterLab opens on ``notebooks/``. ``allow_root`` lets the course start in containers and
-cloud machines that run everything as root.
+cloud machines that run everything as root. No news feed, so JupyterLab does not ask on first
+start whether to fetch the project's news (a prompt over the course's first page).
 """
 
 from pathlib import Path
@@ -12,3 +13,4 @@ c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
 c.ServerApp.root_dir = str(Path(__file__).resolve().parent.parent)
 c.LabApp.default_url = "/lab/tree/notebooks"
 c.ServerApp.allow_root = True
+c.LabApp.news_url = None

@@ -141,6 +141,7 @@ def _server_config(enabled: set[str]) -> str:
         '"""Jupyter Server settings of this role on the course\'s hub (written by grader hub)."""\n\n'
         "c = get_config()  # noqa: F821\n"
         f"c.ServerApp.jpserver_extensions = {extensions!r}\n"
+        "c.LabApp.news_url = None  # no news feed: no 'fetch news?' prompt on first start\n"
     )
 
 
