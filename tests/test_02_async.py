@@ -325,3 +325,51 @@ def test_copy_while_computing_demo_overlaps_each_copy_with_the_next_compute():
     assert len({s.lane for s in spans}) == 2  # compute and copies on two streams
     assert hasattr(torch.Tensor, "record_stream")
     assert "non_blocking" in torch.Tensor.copy_.__doc__
+
+
+def _raw_events(name: str) -> list[dict]:
+    """A shipped real trace's complete events, read with json alone (not the course's reader)."""
+    import gzip
+    import json
+
+    from grader.runtime import course
+
+    with gzip.open(course.TRACES / f"{name}.json.gz", "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def test_real_trace_demo_finds_the_host_waits_the_raw_events_hold(capsys):
+    """02's A100 trace cell: which runtime calls waited, inside which operator, for how long."""
+    import collections
+
+    ns = _demo_namespace("code-06r")
+    out = capsys.readouterr().out
+    raw = _raw_events("a100_event_sync")
+    waits = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize")
+    calls = sorted((e for e in raw if e["name"] in waits), key=lambda e: e["ts"])
+    assert [w.name for w in ns["step"].syncs] == [e["name"] for e in calls] == list(waits)
+    assert [w.dur for w in ns["step"].syncs] == [e["dur"] for e in calls]
+    ops = [e for e in raw if e["cat"] == "cpu_op"]
+    inside = [o["name"] for o in ops if o["ts"] <= calls[0]["ts"] <= o["ts"] + o["dur"]]
+    assert inside[-1] == "aten::_local_scalar_dense" and "aten::is_nonzero" in inside
+    assert not [o for o in ops if o["ts"] <= calls[1]["ts"] <= o["ts"] + o["dur"]]
+    assert "operator: aten::_local_scalar_dense" in out
+    # the event wait returns just after the kernel before the event (the spin kernel) ends
+    spin = next(e for e in raw if e["cat"] == "kernel" and "spin" in e["name"])
+    assert 0 <= calls[1]["ts"] + calls[1]["dur"] - (spin["ts"] + spin["dur"]) < 10
+
+    bench = _raw_events("a100_simple_add")
+    bench_calls = [e for e in bench if e["name"] in waits]
+    assert collections.Counter(e["name"] for e in bench_calls) == {
+        "cudaStreamSynchronize": 16,
+        "cudaDeviceSynchronize": 5,
+    }
+    assert ns["waited_us"] == sum(e["dur"] for e in bench_calls)
+    assert f"{len(bench_calls)} host waits, {ns['waited_us']:.0f} µs" in out
+    assert ns["per_call"] == {
+        ("cudaStreamSynchronize", "aten::copy_"): 16,
+        ("cudaDeviceSynchronize", "(none: a direct CUDA call)"): 5,
+    }
+    copies = {e["name"] for e in bench if e["cat"] == "gpu_memcpy"}
+    assert copies == {"Memcpy HtoD (Pageable -> Device)"}
+    assert "Perfetto" in out and "a100_event_sync.json.gz" in out
