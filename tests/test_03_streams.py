@@ -305,3 +305,62 @@ def test_backward_ops_run_on_their_forward_ops_streams():
     for branch, stream in streams.items():
         assert seen[f"{branch} forward"] == stream.stream_id
         assert seen[f"{branch} backward"] == stream.stream_id
+
+
+def _raw_events(name: str) -> list[dict]:
+    """A shipped real trace's complete events, read with json alone (not the course's reader)."""
+    import gzip
+    import json
+
+    from grader.runtime import course
+
+    with gzip.open(course.TRACES / f"{name}.json.gz", "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def test_real_trace_demo_tells_a_stream_wait_from_a_host_wait(capsys):
+    """03's A100 trace cell: cudaStreamWaitEvent (a stream waits) counted apart from the host
+    waits, each as the raw events have them."""
+    import collections
+
+    import matplotlib
+
+    from grader.runtime import course
+
+    matplotlib.use("Agg")
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    ns: dict = {}
+    for cell_id in ("code-02", "code-04r"):
+        exec(compile(cells[cell_id], cell_id, "exec"), ns)
+    out = capsys.readouterr().out
+    host_waits = {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize"}
+
+    multi = _raw_events("a100_event_sync_multi_stream")
+    [call] = [e for e in multi if e["name"] == "cudaStreamWaitEvent"]
+    [record] = [e for e in multi if e["name"] == "Stream Wait Event"]
+    assert record["args"]["correlation"] == call["args"]["correlation"]
+    assert (record["args"]["stream"], record["args"]["wait_on_stream"]) == (24, 20)
+    assert [e["name"] for e in multi if e["name"] in host_waits] == ["cudaDeviceSynchronize"]
+    queries = {e["args"]["correlation"] for e in multi if e["name"] == "cudaEventQuery"}
+    event_syncs = {e["args"]["correlation"] for e in multi if e["name"] == "Event Sync"}
+    assert event_syncs == queries and len(queries) == 3  # records of polls, not waits
+    kernels = [e for e in multi if e["cat"] == "kernel"]
+    assert [k["args"]["stream"] for k in kernels] == [20, 28, 24]
+    assert max(k["ts"] + k["dur"] for k in kernels[:2]) < record["ts"]  # nothing to hold back
+    device, host = ns["waits"]["a100_event_sync_multi_stream"]
+    assert len(device) == 1 and [e.name for e in host] == ["cudaDeviceSynchronize"]
+    assert "stream 24 waits" in out
+
+    simple = _raw_events("a100_simple_add")
+    calls = [e for e in simple if e["name"] == "cudaStreamWaitEvent"]
+    records = [e for e in simple if e["name"] == "Stream Wait Event"]
+    assert (len(calls), len(records)) == (34, 20)
+    assert {r["args"]["correlation"] for r in records} <= {c["args"]["correlation"] for c in calls}
+    convs = [e for e in simple if e["name"] == "aten::cudnn_convolution"]
+    assert all(any(o["ts"] <= c["ts"] <= o["ts"] + o["dur"] for o in convs) for c in calls)
+    waits = collections.Counter(e["name"] for e in simple if e["name"] in host_waits)
+    assert waits == {"cudaStreamSynchronize": 16, "cudaDeviceSynchronize": 5}
+    device, host = ns["waits"]["a100_simple_add"]
+    assert len(device) == 34 and len(host) == 21
+    assert sum(e.dur for e in device) < sum(e.dur for e in host) / 10  # the host does not wait
+    assert "34 cudaStreamWaitEvent" in out and "{'aten::cudnn_convolution': 34}" in out
