@@ -414,3 +414,85 @@ def test_zero1_with_broadcasts_sends_one_and_a_half_times_ddp(tmp_path):
     kinds, param_bytes = run_ranks(_zero1_bytes, 2, ref.ShardedOptimizer, timeout_s=120)[0]
     # equal bytes in: 2(N-1)/N + (N-1)/N = 1.5 x 2(N-1)/N per rank
     assert kinds == {"allreduce_": param_bytes, "broadcast_": param_bytes}
+
+
+def _raw_events(name: str) -> list[dict]:
+    """A shipped real trace's complete events, read with json alone (not the course's reader)."""
+    import gzip
+    import json
+
+    with gzip.open(course.TRACES / f"{name}.json.gz", "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def test_real_ddp_trace_demo_measures_what_the_raw_events_hold(capsys):
+    """11's A100 DDP cell: NCCL's kernels beside backward's, and how little of them hid behind
+    compute, each fact read again from the raw events."""
+    import statistics
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    cells = {c.get("id"): c.source for c in course.read(course.source_path(A)).cells}
+    ns: dict = {"plt": plt}
+    exec(compile(cells["code-05r"], "code-05r", "exec"), ns)
+    plt.close("all")
+    out = capsys.readouterr().out
+
+    raw = _raw_events("a100_ddp_nccl_2ranks")
+    kernels = sorted((e for e in raw if e["cat"] == "kernel"), key=lambda e: e["ts"])
+    nccl = [k for k in kernels if k["name"].startswith("ncclKernel_")]
+    compute = [k for k in kernels if not k["name"].startswith("ncclKernel_")]
+    assert {k["args"]["stream"] for k in nccl} == {40}
+    assert {k["args"]["stream"] for k in compute} == {7}
+    assert sum("AllReduce" in k["name"] for k in nccl) == 15
+    assert sum("Broadcast" in k["name"] for k in nccl) == 6
+    assert any("fprop_implicit_gemm" in k["name"] for k in compute)  # cuDNN convolutions ...
+    assert any("bn_fw" in k["name"] for k in compute)  # ... and BatchNorm
+
+    # backward's kernels: launched from the thread on which DDP's all-reduces start
+    notes = [e for e in raw if e["cat"] == "user_annotation"]
+    main = {e["tid"] for e in notes if e["name"] == "## backward ##"}
+    hooks = {e["tid"] for e in notes if e["name"] == "nccl:all_reduce"}
+    assert len(main) == len(hooks) == 1 and main != hooks
+    launch = {  # cudaLaunchKernel, and cuLaunchKernel / cudaLaunchKernelExC for some libraries
+        e["args"]["correlation"]: e
+        for e in raw
+        if e["cat"] in ("cuda_runtime", "cuda_driver") and "LaunchKernel" in e["name"]
+    }
+    backward = [k for k in compute if launch[k["args"]["correlation"]]["tid"] in hooks]
+    assert len(ns["backward"]) == len(backward) == 3 * 587
+    broadcasts = [e for e in notes if e["name"] == "nccl:broadcast"]
+    forwards = [e for e in notes if e["name"] == "DistributedDataParallel.forward"]
+    assert len(broadcasts) == 2 * len(forwards) == 6
+    assert all(any(f["ts"] <= b["ts"] <= f["ts"] + f["dur"] for f in forwards) for b in broadcasts)
+
+    def union(intervals):
+        total, end = 0.0, float("-inf")
+        for a, b in sorted(intervals):
+            total, end = total + max(0.0, b - max(a, end)), max(end, b)
+        return total
+
+    def hidden(k):  # µs of the NCCL kernel during which a compute kernel runs
+        a, b = k["ts"], k["ts"] + k["dur"]
+        return union([(max(a, c["ts"]), min(b, c["ts"] + c["dur"])) for c in compute
+                      if c["ts"] < b and c["ts"] + c["dur"] > a])  # fmt: skip
+
+    fraction = sum(hidden(k) for k in nccl) / sum(k["dur"] for k in nccl)
+    assert ns["ddp"].communication_overlap_fraction() == pytest.approx(fraction)
+    assert fraction < 0.25  # "only a small part of their time overlapped a compute kernel"
+    assert f"{fraction:.1%} of the NCCL kernels' time" in out
+
+    step = max((e for e in notes if e["name"].startswith("ProfilerStep")), key=lambda e: e["ts"])
+    bwd = [k for k in backward if step["ts"] <= k["ts"] <= step["ts"] + step["dur"]]
+    start, stop = bwd[0]["ts"], max(k["ts"] + k["dur"] for k in bwd)
+    busy = union([(k["ts"], k["ts"] + k["dur"]) for k in bwd]) / (stop - start)
+    assert 0.2 < busy < 0.4  # "idle for most of backward's span"
+    assert f"busy for {busy:.0%} of it" in out
+    delay = statistics.median(k["ts"] - launch[k["args"]["correlation"]]["ts"] for k in bwd)
+    assert delay < 50  # µs: "each starts soon after its launch call"
+    reduces = [k for k in nccl if "AllReduce" in k["name"] and step["ts"] <= k["ts"]]
+    assert reduces[0]["ts"] < start + 0.05 * (stop - start)  # starts early in backward
+    assert reduces[-1]["ts"] >= stop and hidden(reduces[-1]) == 0  # nothing left to hide behind
+    assert "after backward's last kernel: 0% of it overlapped" in out

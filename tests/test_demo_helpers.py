@@ -73,3 +73,21 @@ def test_timeline_marks_item_calls_and_plots():
         assert not any(s.lane == LANE_GPU for s in spans)
     ax = plot_timeline(spans, "test", no_gpu_note="no GPU")
     assert "red" in ax.get_xlabel()
+
+
+def test_timeline_draws_true_widths_when_asked():
+    """By default a bar is at least 0.4 % of the time shown (sub-µs ops stay visible), which would
+    overstate how busy a lane of many short kernels is; min_width_ms=0 keeps every width (11's
+    real DDP trace)."""
+    import matplotlib
+
+    from grader.runtime.timeline import Span
+
+    matplotlib.use("Agg")
+    spans = [Span("s", "k", 0.0, 0.001), Span("s", "k", 99.0, 1.0)]
+    widths = {}
+    for minimum in (None, 0):
+        ax = plot_timeline(spans, "test", lanes=["s"], min_width_ms=minimum)
+        widths[minimum] = [p.get_paths()[0].get_extents().width for p in ax.collections]
+    assert widths[None][0] == pytest.approx(0.4, rel=0.01)  # 0.4 % of 100 ms
+    assert widths[0][0] == pytest.approx(0.001, rel=0.05)

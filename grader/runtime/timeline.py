@@ -92,6 +92,7 @@ def plot_timeline(
     no_gpu_note: str | None = None,
     lanes: list[str] | None = None,
     name_colors: dict[str, str] | None = None,
+    min_width_ms: float | None = None,
 ):
     """Draw spans as horizontal lanes (ms on the x axis).
 
@@ -104,6 +105,9 @@ def plot_timeline(
             ops). Spans of other lanes are not drawn.
         name_colors: Span-name prefix -> colour (e.g. ``{"H2D copy": "tab:green"}``),
             shown in a legend; other spans take their lane's colour.
+        min_width_ms: The narrowest bar drawn (default: 0.4 % of the time shown, so that
+            sub-microsecond ops stay visible); 0 draws every span at its true width, for a lane
+            of many short kernels whose busy share the plot must not overstate.
 
     Returns:
         The matplotlib axes.
@@ -118,7 +122,7 @@ def plot_timeline(
     for i, lane in enumerate(lanes):
         colors.setdefault(lane, palette[i % len(palette)])
     end = max((s.start_ms + s.duration_ms for s in spans), default=1.0)
-    min_width = end * 0.004  # keep sub-microsecond ops visible
+    min_width = end * 0.004 if min_width_ms is None else min_width_ms  # sub-µs ops stay visible
     for row, lane in enumerate(lanes):
         lane_spans = [s for s in spans if s.lane == lane]
         if lane_spans:
