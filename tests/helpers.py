@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
@@ -140,3 +144,44 @@ def wait_for(predicate: Callable[[], object], seconds: float, what: str, every: 
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}")
+
+
+#: Debian's Chromium and its driver (tests/test_browser.py, tests/test_hub.py); None if absent.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@contextlib.contextmanager
+def headless_chromium(artifacts: Path, script_timeout_s: float | None = None) -> Iterator:
+    """A headless Chromium driven through Debian's chromedriver (Selenium), 1400x1000 at scale 1,
+    with ``artifacts`` made and emptied of old screenshots (``*.png``); quit on exit.
+
+    Args:
+        artifacts: Folder the test saves its screenshots in.
+        script_timeout_s: Limit for ``execute_async_script`` calls (Selenium's default if None).
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download a driver
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--force-device-scale-factor=1",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(120)
+    if script_timeout_s is not None:
+        driver.set_script_timeout(script_timeout_s)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    for old in artifacts.glob("*.png"):
+        old.unlink()
+    try:
+        yield driver
+    finally:
+        driver.quit()

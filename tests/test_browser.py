@@ -35,10 +35,8 @@ import pytest
 from grader.runtime import course
 from grader.tools import samples
 
-from .helpers import wait_for
+from .helpers import CHROMEDRIVER, CHROMIUM, headless_chromium, wait_for
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 NOTEBOOK = "01_devices"
 EXERCISE, TEST, TEST_CUDA = "pick_device", "test_pick_device", "test_pick_device_cuda"
 WRONG_SAMPLE = "wrong_pick_device_returns_str"
@@ -174,29 +172,8 @@ def instructor_lab(tmp_path) -> Iterator[dict]:
 # ----------------------------------------------------------------------------- the browser
 @pytest.fixture(scope="module")
 def browser(lab):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download a driver
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # CI runs as root
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        "--force-device-scale-factor=1",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(120)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):
-        old.unlink()
-    try:
+    with headless_chromium(ARTIFACTS) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Student:

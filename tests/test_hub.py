@@ -44,10 +44,8 @@ from grader.grading.config import COURSE_ID
 from grader.runtime import course
 from grader.tools import samples
 
-from .helpers import wait_for
+from .helpers import CHROMEDRIVER, CHROMIUM, headless_chromium, wait_for
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 ASSIGNMENT = "01_devices"
 WRONG_SAMPLE = "wrong_pick_device_returns_str"
 INSTRUCTOR, GOOD, BAD = "gcinstructor", "gcstudent1", "gcstudent2"
@@ -163,30 +161,8 @@ def hub():
 
 @pytest.fixture(scope="module")
 def browser(hub):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.setdefault("SE_OFFLINE", "true")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        "--force-device-scale-factor=1",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(120)
-    driver.set_script_timeout(600)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):
-        old.unlink()
-    try:
+    with headless_chromium(ARTIFACTS, script_timeout_s=600) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Person:
