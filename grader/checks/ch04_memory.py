@@ -631,7 +631,7 @@ def _probe_h2d_bandwidth_cuda(h2d_bandwidth, nbytes: int) -> dict:
 
 
 def _h2d_cuda_problem(rounds: dict, ref_rounds: dict) -> dict | None:
-    """The first requirement the best figures so far miss (``require``'s arguments), or None."""
+    """The first requirement the best figures so far miss (:func:`fail`'s arguments), or None."""
     best = {pinned: max(values) for pinned, values in rounds.items()}
     for pinned in (True, False):
         mine, theirs = best[pinned], max(ref_rounds[pinned])
@@ -639,7 +639,7 @@ def _h2d_cuda_problem(rounds: dict, ref_rounds: dict) -> dict | None:
         low, high = H2D_PINNED_RATIO if pinned else H2D_PAGEABLE_RATIO
         if not low <= ratio <= high:
             return {
-                "message": f"h2d_bandwidth(256 MB, pinned={pinned}) / reference on this GPU (best "
+                "what": f"h2d_bandwidth(256 MB, pinned={pinned}) / reference on this GPU (best "
                 f"of {len(rounds[pinned])} rounds each; accepted: {low:g} to {high:g})",
                 "yours": f"{mine:.1f} GB/s (ratio {ratio:.2f}; rounds "
                 f"{', '.join(f'{v:.1f}' for v in rounds[pinned])})",
@@ -649,7 +649,7 @@ def _h2d_cuda_problem(rounds: dict, ref_rounds: dict) -> dict | None:
             }
     if not best[True] > best[False]:
         return {
-            "message": "pinned must beat pageable for 256 MB",
+            "what": "pinned must beat pageable for 256 MB",
             "yours": best,
             "expected": "pinned faster",
             "cause": "pin the source when pinned=True",
@@ -683,12 +683,7 @@ def check_h2d_bandwidth_cuda(h2d_bandwidth) -> None:
         if done >= H2D_ROUNDS and problem is None:
             break
     if problem is not None:
-        fail(
-            problem["message"],
-            yours=problem["yours"],
-            expected=problem["expected"],
-            cause=problem["cause"],
-        )
+        fail(**problem)
     best = {pinned: max(values) for pinned, values in rounds.items()}
     passed(
         f"h2d_bandwidth on this GPU: pinned {best[True]:.1f} GB/s, pageable {best[False]:.1f} GB/s"
