@@ -88,7 +88,7 @@ SOURCE_BANNER = "> **Course file.**"
 def instructor_note(assignment_id: str) -> str:
     """The one short line that replaces the source's banner at the end of the student copy's
     first cell: a student's first lines are the title and the learning objectives (STYLE.md)."""
-    source = f"solutions/{assignment_id}/{assignment_id}.ipynb"
+    source = course.source_path(assignment_id).relative_to(course.REPO).as_posix()
     return (
         f"*For instructors: this copy is generated from `{source}` by "
         "`python -m grader release`; edit the source, not this copy.*"
