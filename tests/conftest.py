@@ -13,6 +13,19 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+#: pytest-xdist groups for the README's full command (``-n 2 --dist loadgroup``). The modules
+#: named here grade whole classes through subprocesses (nbgrader autograde of the demo class,
+#: shards and a Ray cluster, the course-local nbgrader round): about half of the suite's time,
+#: spent mostly waiting on those subprocesses. They run on one worker, every other test on the
+#: other, in this module's order (rank launchers first). The fast tier and single files run
+#: without xdist. Under other ``--dist`` modes the groups are ignored.
+XDIST_GROUPS = {
+    "test_pipeline.py": "classes",
+    "test_scale.py": "classes",
+    "test_nbgrader_flow.py": "classes",
+}
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip `cuda` / `multi_gpu` tests, with the reason, where the hardware is missing; mark
     every notebook run by nbmake `slow` (the fast tier, `-m "not slow"`, leaves them out)."""
@@ -24,6 +37,10 @@ def pytest_collection_modifyitems(config, items):
     first = ("test_07_multi_gpu.py", "test_11_scaling.py")
     items.sort(key=lambda item: 0 if item.fspath.basename in first else 1)
     for item in items:
+        # Under `-n 2 --dist loadgroup` (the README's full command): the modules that grade
+        # whole classes in subprocesses on one worker, everything else, in the order above,
+        # on the other (see XDIST_GROUPS).
+        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(item.fspath.basename, "main")))
         if str(item.fspath).endswith(".ipynb"):
             item.add_marker(pytest.mark.slow)
         if "cuda" in item.keywords and n_gpus == 0:
