@@ -83,6 +83,16 @@ def test_kernels_are_found_through_their_operator_not_their_name(traces):
     h100 = trace.parse(hopper)
     assert h100.kernel_time_us("gemm") == 0  # the old way: matching a name fragment misses it
     assert h100.kernel_time_us(op="aten::mm") == 40
+    # the roofline reads the operator's kernels too: 2 GFLOP in 40 us = 50 TFLOP/s, of a
+    # compute-bound roofline (intensity 2e9 / 1e6 = 2000 FLOP/byte) capped at 100 TFLOP/s
+    assert h100.roofline_fraction("", 2e9, 1e6, 100.0, 3350.0, op="aten::mm") == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="named like 'gemm'"):
+        h100.roofline_fraction("gemm", 2e9, 1e6, 100.0, 3350.0)
+    with pytest.raises(ValueError, match="launched by 'aten::addmm'"):
+        h100.roofline_fraction("", 2e9, 1e6, 100.0, 3350.0, op="aten::addmm")
+    a100 = multi.kernels_of("aten::mm")
+    fraction = multi.roofline_fraction("", 1.0, 1.0, 1e-12, 1e-9, op="aten::mm")  # 1 FLOP/s peak
+    assert fraction == pytest.approx(1 / (sum(k.dur for k in a100) * 1e-6))
 
 
 def test_nccl_kernels_beside_backward_and_how_much_of_them_was_hidden(traces):

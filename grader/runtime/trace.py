@@ -412,17 +412,25 @@ class Trace:
         nbytes: float,
         peak_tflops: float,
         memory_gb_s: float,
+        *,
+        op: str | None = None,
     ) -> float:
         """Achieved fraction of the roofline by the kernels whose name contains
-        ``name_contains``: their FLOP/s (``flops`` over their total time) divided by what the
-        roofline allows at their intensity, ``min(peak, flops / nbytes * bandwidth)``.
+        ``name_contains`` (with ``op``: among the kernels that operator launched,
+        :meth:`kernels_of`; pass ``""`` to take them all): their FLOP/s (``flops`` over their
+        total time) divided by what the roofline allows at their intensity,
+        ``min(peak, flops / nbytes * bandwidth)``. Units: FLOP, bytes, TFLOP/s, GB/s.
+
+        Find a kernel through its operator on real GPUs: cuBLAS names its GEMMs
+        ``ampere_sgemm_*`` on an A100 but ``nvjet_*`` on an H100.
 
         Raises:
             ValueError: no such kernel in the trace.
         """
-        seconds = self.kernel_time_us(name_contains) * 1e-6
+        seconds = self.kernel_time_us(name_contains, op=op) * 1e-6
         if seconds <= 0:
-            raise ValueError(f"no kernel named like {name_contains!r} in the trace")
+            what = f"launched by {op!r}" if op is not None else f"named like {name_contains!r}"
+            raise ValueError(f"no kernel {what} in the trace")
         attainable = min(peak_tflops * 1e12, flops / nbytes * memory_gb_s * 1e9)
         return flops / seconds / attainable
 
