@@ -29,6 +29,7 @@ NAMES = [
     "train_without_syncs",
     "fused_step",
     "overlapped_pipeline",
+    "temporal_breakdown",
 ]
 
 
@@ -49,6 +50,7 @@ NAMES = [
             "overlapped_pipeline",
             "(model, batches: list[torch.Tensor], device) -> torch.Tensor",
         ),
+        ("temporal_breakdown", "(events: list[dict]) -> dict[str, float]"),
     ],
 )
 def test_reference_has_the_documented_signature(name, signature):
@@ -539,3 +541,189 @@ def test_bottleneck_section_matches_the_torch_it_runs_on(capsys):
     out = capsys.readouterr().out
     assert "torch.utils.bottleneck in this torch: False" in out
     assert "run_backward" in out  # cProfile sees the backward pass as one Python-level call
+
+
+# --------------------------------------------------------------------------- temporal_breakdown
+def _raw(name):
+    """The trace's events read here, independently of the checks' cache."""
+    import gzip
+
+    from grader.runtime.course import TRACES
+
+    with gzip.open(TRACES / f"{name}.json.gz", "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _covered_ns(intervals):
+    """Length of the union of integer intervals by a sweep over their endpoints (exact)."""
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    total, running, previous = 0, 0, None
+    for t, change in points:
+        if running > 0:
+            total += t - previous
+        running += change
+        previous = t
+    return total
+
+
+def _independent_breakdown(events):
+    """The breakdown recomputed in integer nanoseconds (the traces' times have at most 3
+    decimals of a microsecond), by another method than the reference's."""
+    gpu = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in {"kernel", "gpu_memcpy", "gpu_memset"}
+    ]
+    ns = [(round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in gpu]
+    compute = [
+        iv for iv, e in zip(ns, gpu) if e["cat"] == "kernel" and "nccl" not in e["name"].lower()
+    ]
+    span = max(e for _, e in ns) - min(s for s, _ in ns)
+    busy, comp = _covered_ns(ns), _covered_ns(compute)
+    return {
+        "span_us": span / 1000,
+        "busy_us": busy / 1000,
+        "idle_us": (span - busy) / 1000,
+        "compute_us": comp / 1000,
+        "non_compute_us": (busy - comp) / 1000,
+    }
+
+
+@pytest.mark.parametrize("name", checks.real_trace_names())
+def test_temporal_breakdown_of_every_real_trace_agrees_with_an_independent_count(name):
+    events = _raw(name)
+    mine = reference_fn(A, "temporal_breakdown")(events)
+    other = _independent_breakdown(events)
+    # times rounded to whole ns here: at most 1 ns per GPU event apart (a float64 timestamp of
+    # 4.5e12 us, the DDP trace's clock, is itself exact to 1 ns only)
+    n = sum(e.get("ph") == "X" and e.get("cat") in checks.BREAKDOWN_GPU_CATS for e in events)
+    for key in checks.BREAKDOWN_KEYS:
+        assert mine[key] == pytest.approx(other[key], rel=1e-9, abs=1e-3 * n), key
+    assert 0 < mine["busy_us"] <= mine["span_us"]
+    assert mine["compute_us"] + mine["non_compute_us"] == pytest.approx(mine["busy_us"])
+    assert mine["idle_us"] == pytest.approx(mine["span_us"] - mine["busy_us"])
+
+
+def test_facts_of_a100_simple_add_that_the_exercise_states():
+    events = _raw("a100_simple_add")
+    xs = [e for e in events if e.get("ph") == "X"]
+    count = {c: sum(e["cat"] == c for e in xs) for c in ("kernel", "gpu_memcpy", "gpu_memset")}
+    assert count == {"kernel": 79, "gpu_memcpy": 16, "gpu_memset": 3}
+    syncs = [e for e in xs if e["cat"] == "cuda_sync"]
+    assert len(syncs) == 41 and all("stream" in e["args"] for e in syncs)  # not GPU work
+    b = reference_fn(A, "temporal_breakdown")(events)
+    assert not any("nccl" in e["name"].lower() for e in xs)
+    # no communication: the non-compute time is the copies' and memsets' time alone
+    copies = [(e["ts"], e["ts"] + e["dur"]) for e in xs if e["cat"] in ("gpu_memcpy", "gpu_memset")]
+    assert b["non_compute_us"] > 0 and b["non_compute_us"] <= _covered_ns(copies)
+    # HTA 0.5.0 takes the cuda_sync records as GPU events: its span runs 0.44 s further, to the
+    # end of the last Context Sync record (the exercise's text says so)
+    with_syncs = max(e["ts"] + e["dur"] for e in syncs + [e for e in xs if e["cat"] == "kernel"])
+    last_gpu = max(e["ts"] + e["dur"] for e in xs if e["cat"] in checks.BREAKDOWN_GPU_CATS)
+    assert (with_syncs - last_gpu) / 1e6 == pytest.approx(0.44, abs=0.005)
+    assert max(syncs, key=lambda e: e["ts"] + e["dur"])["name"] == "Context Sync"
+
+
+def test_facts_of_the_ddp_rank_that_the_exercise_states():
+    events = _raw(checks.DDP_TRACE)
+    xs = [e for e in events if e.get("ph") == "X"]
+    gpu = [e for e in xs if e["cat"] in checks.BREAKDOWN_GPU_CATS]
+    nccl = [e for e in gpu if e["cat"] == "kernel" and "nccl" in e["name"].lower()]
+    assert len(nccl) == 21 and {e["args"]["stream"] for e in nccl} == {40}
+    b = reference_fn(A, "temporal_breakdown")(events)
+    # NCCL time that no compute kernel covers, counted here: part of the non-compute time
+    compute = [
+        (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+        for e in gpu
+        if e["cat"] == "kernel" and e not in nccl
+    ]
+    comm = [(round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in nccl]
+    exposed_ns = _covered_ns(comm + compute) - _covered_ns(compute)
+    assert 0 < exposed_ns / 1000 <= b["non_compute_us"] + 1e-3
+    # the GPU annotations have no stream and would make the GPU look busy: 0.44 s of 0.66 s
+    annotations = [e for e in xs if e["cat"] == "gpu_user_annotation"]
+    assert len(annotations) == 30 and not any("stream" in e["args"] for e in annotations)
+    inflated = reference_fn(A, "temporal_breakdown")(
+        [dict(e, cat="gpu_memset") if e in annotations else e for e in xs]
+    )
+    assert inflated["busy_us"] > 2.5 * b["busy_us"]
+    # the three profiler steps share out every GPU event of the trace
+    steps = [checks.breakdown_case_events(("step", checks.DDP_TRACE, s)) for s in checks.DDP_STEPS]
+    per_step = [sum(e.get("cat") in checks.BREAKDOWN_GPU_CATS for e in s) for s in steps]
+    assert per_step == [1258, 1258, 1258] and sum(per_step) == len(gpu)
+
+
+def test_the_worked_example_of_the_text_is_what_the_reference_returns():
+    import ast
+
+    import nbformat
+
+    from grader.runtime import course
+
+    nb = nbformat.read(course.source_path(A), as_version=4)
+    (text,) = [c.source for c in nb.cells if c.get("id") == "md-26a"]
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    tree = ast.parse(block)
+    namespace = {"temporal_breakdown": reference_fn(A, "temporal_breakdown")}
+    exec(compile(ast.Module(tree.body[:-1], []), "<md-26a>", "exec"), namespace)  # noqa: S102
+    assert eval(compile(ast.Expression(tree.body[-1].value), "<md-26a>", "eval"), namespace)  # noqa: S307
+    assert namespace["events"] == checks.WORKED_EXAMPLE
+    assert reference_fn(A, "temporal_breakdown")(checks.WORKED_EXAMPLE) == (
+        checks.WORKED_EXAMPLE_ANSWER
+    )
+
+
+def test_the_hidden_cases_cover_every_shipped_trace_and_the_edge_cases():
+    cases = checks._hidden_breakdown_cases()
+    traces = {c[1] for c in cases if c[0] == "trace"}
+    assert traces | {checks.VISIBLE_TRACE} == set(checks.real_trace_names())
+    assert "mi250_rocm_train" in traces and "triton_example" in traces
+    assert {c[2] for c in cases if c[0] == "step"} == set(checks.DDP_STEPS)
+    ref = reference_fn(A, "temporal_breakdown")
+    raising = []
+    for case in cases:
+        try:
+            ref(checks.breakdown_case_events(case))
+        except ValueError:
+            raising.append(case)
+    assert len(raising) == 2 and ([] in [c[2] for c in raising])
+
+
+@pytest.mark.parametrize(
+    "sample, cause",
+    [
+        ("wrong_temporal_breakdown_sums_durations", "sum of the GPU events' durations"),
+        ("wrong_temporal_breakdown_nccl_is_compute", "NCCL kernels counted as compute"),
+        ("wrong_temporal_breakdown_ignores_memcpy", "copies and memsets left out"),
+        ("wrong_temporal_breakdown_span_includes_cpu_events", "the span covers host events"),
+        ("wrong_temporal_breakdown_counts_gpu_user_annotation", "gpu_user_annotation events"),
+        ("wrong_temporal_breakdown_selects_by_stream", "selected by their args.stream"),
+        ("wrong_temporal_breakdown_assumes_sorted", "in list order"),
+        ("wrong_temporal_breakdown_nested_interval", "largest end seen so far"),
+        ("wrong_temporal_breakdown_skips_zero_duration", "zero-duration events count"),
+        ("wrong_temporal_breakdown_zeros_without_gpu_events", "raise ValueError"),
+    ],
+)
+def test_each_wrong_breakdown_is_told_its_cause(sample, cause):
+    answer = answer_fn(A, sample, "temporal_breakdown")
+    with pytest.raises(CheckFailed) as failed:
+        checks.check_temporal_breakdown(answer)
+        checks.check_temporal_breakdown_hidden(answer)
+    message = str(failed.value)
+    assert cause in message and "Yours" in message and "Expected" in message
+
+
+def test_an_answer_that_edits_its_input_changes_nothing_for_the_next_case(capsys):
+    reference = reference_fn(A, "temporal_breakdown")
+
+    def destructive(events):
+        result = reference(events)
+        for e in events:  # sorts, then spoils every event it was given
+            e["ts"], e["dur"] = 0, 0
+        events.clear()
+        return result
+
+    checks.check_temporal_breakdown_hidden(destructive)
+    checks.check_temporal_breakdown_hidden(destructive)
+    assert checks.raw_trace_events("a100_event_sync")[5] == _raw("a100_event_sync")[5]
+    assert "OK:" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """Checks for 10_profiling: arithmetic_intensity, predict_bound, train_without_syncs,
-fused_step, overlapped_pipeline.
+fused_step, overlapped_pipeline, temporal_breakdown.
 
 The last three are graded from a **profiler trace** of the student's code, never from a clock:
 a probe (course code that runs where the student's code lives: under autograde, in their
@@ -13,15 +13,22 @@ another stream. On a CUDA GPU (the ``_cuda`` checks) the trace is a real Kineto 
 One exception: a ``torch.compile``d ``fused_step`` runs Inductor's generated code, which the
 simulated GPU cannot play, so it is judged on a CPU trace of that code (Inductor's kernels and
 the operators it calls, :attr:`grader.runtime.trace.Trace.cpu_kernels`).
+
+``temporal_breakdown`` is graded on **recorded** traces instead: the real Kineto traces the
+course ships in ``traces/`` (A100s, one MI250), read raw (:func:`raw_trace_events`), whole, per
+profiler step, and cut into small edge cases.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import gc
+import gzip
 import json
 import math
 import os
+import random
 import sys
 import tempfile
 import time
@@ -30,10 +37,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from grader.checks.common import call_student, cuda_or_not_checked, fail, passed, require
+from grader.checks.common import (
+    call_student,
+    cuda_or_not_checked,
+    expect_raises,
+    fail,
+    passed,
+    require,
+)
 from grader.runtime import trace as tracing
-from grader.runtime.course import reference
-from grader.runtime.remote import Recorded, attempt_all, student
+from grader.runtime.course import TRACES, reference
+from grader.runtime.remote import Recorded, attempt, attempt_all, outcome, student
 from grader.runtime.simulate import RaceError, simulated_cuda
 
 ASSIGNMENT = "10_profiling"
@@ -978,6 +992,526 @@ def _expected_pipeline_cuda() -> torch.Tensor:
     model.cuda()
     with torch.no_grad():
         return torch.stack([model(x.cuda()) for x in batches]).float().cpu()
+
+
+# --------------------------------------------------------------------------- temporal_breakdown
+#: The keys temporal_breakdown returns, all in microseconds.
+BREAKDOWN_KEYS = ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us")
+#: The categories of the GPU events in the exercise's contract (Kineto's; the same as the trace
+#: reader's). ``cuda_sync`` records carry an ``args.stream`` too but are host waits, and
+#: ``gpu_user_annotation`` events are ``record_function`` ranges drawn on the GPU's rows.
+BREAKDOWN_GPU_CATS = tracing.GPU_CATS
+#: The real trace of the visible check: 79 kernels, 16 copies, 3 memsets, 41 ``cuda_sync``
+#: records, host events; a GPU busy 0.3 % of its 16 s span.
+VISIBLE_TRACE = "a100_simple_add"
+#: Rank 0 of the 2-rank DDP run (21 NCCL kernels on stream 40) and its profiler steps.
+DDP_TRACE = "a100_ddp_nccl_2ranks"
+DDP_STEPS = ("ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6")
+
+
+def _x(cat: str, name: str, ts: float, dur: float, stream: int | None = None) -> dict:
+    event = {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+    if stream is not None:
+        event["args"] = {"stream": stream}
+    return event
+
+
+#: The worked example of the exercise's text, and what it states the answer is.
+WORKED_EXAMPLE = [
+    _x("cpu_op", "aten::mm", 0, 50),
+    _x("kernel", "ampere_sgemm_128x64_nn", 10, 30, 7),
+    _x("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 30, 20, 40),
+    _x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 60, 5, 7),
+    _x("gpu_user_annotation", "## backward ##", 10, 70),
+]
+WORKED_EXAMPLE_ANSWER = {
+    "span_us": 55.0,
+    "busy_us": 45.0,
+    "idle_us": 10.0,
+    "compute_us": 30.0,
+    "non_compute_us": 15.0,
+}
+
+
+@functools.cache
+def _shipped_events(name: str) -> tuple:
+    path = TRACES / f"{name}.json.gz"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no real trace named {name!r} in {TRACES}: there are {real_trace_names()}"
+        )
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    return tuple(data["traceEvents"] if isinstance(data, dict) else data)
+
+
+def _copy_event(event: dict) -> dict:
+    out = {**event}
+    args = out.get("args")
+    if type(args) is dict:
+        out["args"] = {**args}
+    return out
+
+
+def real_trace_names() -> list[str]:
+    """The names of the real traces shipped in ``traces/`` (``a100_simple_add``, ...)."""
+    return sorted(p.name.removesuffix(".json.gz") for p in TRACES.glob("*.json.gz"))
+
+
+def raw_trace_events(name: str) -> list[dict]:
+    """The raw ``traceEvents`` of a shipped real trace, as ``json.load`` reads them: a fresh
+    copy at each call (the file is read once per process), so code that edits its input
+    changes nothing for the next caller.
+
+    Raises:
+        FileNotFoundError: no such trace; the message lists those there are.
+    """
+    return [_copy_event(e) for e in _shipped_events(name)]
+
+
+def _gpu_events(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in BREAKDOWN_GPU_CATS]
+
+
+def _step_window(name: str, step: str) -> list[dict]:
+    """The events of one profiler step: those that start inside its ``ProfilerStep#n`` range
+    (the GPU work of a step starts after the calls that launched it, inside the same step in
+    the DDP trace: 1258 GPU events in each), as they are in the cache (not copied)."""
+    events = _shipped_events(name)
+    (mark,) = [e for e in events if e.get("ph") == "X" and e.get("name") == step]
+    start, end = mark["ts"], mark["ts"] + mark["dur"]
+    return [e for e in events if e.get("ph") == "X" and "ts" in e and start <= e["ts"] < end]
+
+
+def breakdown_case_events(case: tuple, fresh: bool = True) -> list[dict]:
+    """The events of one case of the checks, built where it runs: ``("trace", name)`` a whole
+    shipped trace, ``("step", name, "ProfilerStep#n")`` one profiler step of it, ``("events",
+    label, events, hint)`` events given as they are.
+
+    Args:
+        case: The case.
+        fresh: Copy every event (for the student's function, which may edit its input); the
+            grading side reads the cached events themselves.
+    """
+    kind = case[0]
+    if kind == "trace":
+        events = list(_shipped_events(case[1]))
+    elif kind == "step":
+        events = _step_window(case[1], case[2])
+    elif kind == "events":
+        events = list(case[2])
+    else:
+        raise ValueError(f"unknown case {case!r}")
+    return [_copy_event(e) for e in events] if fresh else events
+
+
+def _case_label(case: tuple) -> str:
+    if case[0] == "trace":
+        return f"the real trace {case[1]}"
+    if case[0] == "step":
+        return f"{case[2]} of the real trace {case[1]}"
+    return case[1]
+
+
+def _case_hint(case: tuple) -> str:
+    return case[3] if case[0] == "events" else ""
+
+
+def _probe_breakdowns(temporal_breakdown, cases: list) -> list:
+    """Probe: :func:`attempt` ``temporal_breakdown`` on each case's events, built here (the
+    shipped traces are read where the student's code runs, not sent to it)."""
+    return [attempt(temporal_breakdown, breakdown_case_events(case)) for case in cases]
+
+
+def _tolerance(events: list[dict], want: dict) -> float:
+    """10^-6 of the span, plus what float64 rounding may cost a correct implementation at the
+    size of these timestamps (a100_simple_add's clock reads 1.7e15 us, the DDP trace's 4.5e12):
+    HTA's own formula, the sum of the merged ends minus the sum of their starts, is off by about
+    24 us on the whole DDP trace, where the merged lengths added up are exact to 1 ns each."""
+    gpu = _gpu_events(events)
+    largest = max((abs(float(e["ts"])) + abs(float(e["dur"])) for e in gpu), default=1.0)
+    return 1e-6 * max(want["span_us"], 1.0) + 16 * len(gpu) * math.ulp(largest)
+
+
+def _with(events: list[dict], change) -> list[dict]:
+    """The events with ``change(event)`` applied to copies (None drops an event)."""
+    out = []
+    for e in events:
+        changed = change(_copy_event(e))
+        if changed is not None:
+            out.append(changed)
+    return out
+
+
+def _recategorized(cats: set, to: str):
+    def change(e: dict) -> dict:
+        if e.get("ph") == "X" and e.get("cat") in cats:
+            e["cat"], e["name"] = to, f"as {to}: {e.get('name', '')}".replace("nccl", "n-c-c-l")
+        return e
+
+    return change
+
+
+def _streams_as(to: str):
+    """Every complete event that carries ``args.stream`` taken as GPU work (``to``)."""
+
+    def change(e: dict) -> dict:
+        has_stream = isinstance(e.get("args"), dict) and "stream" in e["args"]
+        if e.get("ph") == "X" and has_stream and e.get("cat") not in BREAKDOWN_GPU_CATS:
+            e["cat"] = to
+        return e
+
+    return change
+
+
+def _nccl_renamed(e: dict) -> dict:
+    if e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower():
+        e["name"] = "a communication kernel, renamed"
+    return e
+
+
+#: The mistakes a wrong breakdown is tested against: (what the events become, the cause).
+#: Each is the reference applied to the events as the mistake sees them.
+_BREAKDOWN_MISTAKES = [
+    (
+        _nccl_renamed,
+        "NCCL kernels counted as compute: a kernel whose name contains 'nccl' (any case) is "
+        "communication; compute_us is the union of the other kernels only",
+    ),
+    (
+        lambda e: None if e.get("cat") in ("gpu_memcpy", "gpu_memset") else e,
+        "copies and memsets left out: gpu_memcpy and gpu_memset events are GPU events too (they "
+        "count in the span and in busy_us), only not compute",
+    ),
+    (
+        lambda e: None if e.get("cat") == "gpu_memcpy" else e,
+        "copies left out: gpu_memcpy events are GPU events (span, busy_us), only not compute",
+    ),
+    (
+        lambda e: None if e.get("cat") == "gpu_memset" else e,
+        "memsets left out: gpu_memset events are GPU events (span, busy_us), only not compute",
+    ),
+    (
+        _recategorized({"gpu_memcpy", "gpu_memset"}, "kernel"),
+        "copies or memsets counted as compute: compute_us is the union of the compute "
+        "kernels alone (category kernel, no 'nccl' in the name)",
+    ),
+    (
+        _streams_as("gpu_memset"),
+        "events selected by their args.stream: cuda_sync records (Stream Sync, Context "
+        "Sync: the host waiting) carry a stream too, and so do the ROCm trace's runtime calls. "
+        "Select the GPU events by category: kernel, gpu_memcpy, gpu_memset",
+    ),
+    (
+        _streams_as("kernel"),
+        "events selected by their args.stream: cuda_sync records (Stream Sync, Context "
+        "Sync: the host waiting) carry a stream too, and so do the ROCm trace's runtime calls. "
+        "Select the GPU events by category: kernel, gpu_memcpy, gpu_memset",
+    ),
+    (
+        _recategorized({"gpu_user_annotation"}, "gpu_memset"),
+        "gpu_user_annotation events counted: they are record_function ranges drawn on the GPU's "
+        "rows and span the gaps between kernels; the GPU events are the categories kernel, "
+        "gpu_memcpy and gpu_memset",
+    ),
+    (
+        _recategorized({"gpu_user_annotation"}, "kernel"),
+        "gpu_user_annotation events counted: they are record_function ranges drawn on the GPU's "
+        "rows and span the gaps between kernels; the GPU events are the categories kernel, "
+        "gpu_memcpy and gpu_memset",
+    ),
+]
+
+
+def _breakdown_cause(got: dict, want: dict, events: list[dict], tol: float, hint: str) -> str:
+    """The likely cause of a wrong breakdown: the first known mistake that gives the student's
+    numbers, else what the case tests."""
+
+    def near(a: float, b: float) -> bool:
+        return abs(a - b) <= tol
+
+    off = [k for k in BREAKDOWN_KEYS if not near(got[k], want[k])]
+    gpu = _gpu_events(events)
+    summed = sum(float(e["dur"]) for e in gpu)
+    summed_compute = sum(
+        float(e["dur"])
+        for e in gpu
+        if e["cat"] == "kernel" and "nccl" not in str(e.get("name", "")).lower()
+    )
+    union = (
+        "merge the intervals (sort by start; a run goes on while the next interval starts "
+        "before the run's end, and ends at the largest end seen) and add the merged lengths"
+    )
+    if gpu and "span_us" in off:
+        in_list_order = float(gpu[-1]["ts"]) + float(gpu[-1]["dur"]) - float(gpu[0]["ts"])
+        if near(got["span_us"], in_list_order):
+            return (
+                "the span taken from the first and last GPU events in list order: events come "
+                "in any order (a Kineto file writes each thread and stream in turn); take the "
+                "smallest start and the largest end, and sort the intervals before merging"
+            )
+    if got["busy_us"] > got["span_us"] + tol or ("busy_us" in off and near(got["busy_us"], summed)):
+        return (
+            "busy_us is the sum of the GPU events' durations: events that overlap (two streams "
+            "at once) count twice, and busy can exceed the span. Take the union: " + union
+        )
+    if "compute_us" in off and near(got["compute_us"], summed_compute):
+        return "compute_us is the sum of the compute kernels' durations, not their union: " + union
+    ref = reference(ASSIGNMENT).temporal_breakdown
+    for change, cause in _BREAKDOWN_MISTAKES:
+        seen = _with(events, change)
+        if seen == events:
+            continue
+        try:
+            mistaken = ref(seen)
+        except ValueError:
+            continue
+        if all(near(got[k], mistaken[k]) for k in off):
+            return cause
+    timed = [e for e in events if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    if "span_us" in off and timed:
+        everything = max(float(e["ts"]) + float(e["dur"]) for e in timed) - min(
+            float(e["ts"]) for e in timed
+        )
+        if near(got["span_us"], everything):
+            return (
+                "the span covers host events (cpu_op, cuda_runtime...): it runs from the first "
+                "GPU event's start to the last GPU event's end"
+            )
+    if not near(got["idle_us"], got["span_us"] - got["busy_us"]) or not near(
+        got["non_compute_us"], got["busy_us"] - got["compute_us"]
+    ):
+        return "idle_us must be span_us - busy_us, and non_compute_us busy_us - compute_us"
+    return hint or (
+        "the GPU events are the complete events of category kernel, gpu_memcpy and gpu_memset; "
+        "busy and compute are lengths of unions of intervals: " + union
+    )
+
+
+def _shown(value: dict) -> dict:
+    return {k: round(float(value[k]), 3) for k in BREAKDOWN_KEYS if k in value}
+
+
+def _judge_breakdowns(cases: list, records: list) -> int:
+    """Compare each recorded result with the reference on the same events; return how many
+    cases were compared.
+
+    Raises:
+        CheckFailed: a value off, a result that is not a dict of the five numbers, or no
+            ValueError for events without a GPU event.
+    """
+    ref = reference(ASSIGNMENT).temporal_breakdown
+    for case, record in zip(cases, records):
+        events = breakdown_case_events(case, fresh=False)
+        label = _case_label(case)
+        call = f"temporal_breakdown(<events of {label}>)"
+        try:
+            want = ref(events)
+        except ValueError:
+            want = None
+        if want is None:
+            expect_raises(
+                ValueError,
+                outcome,
+                record,
+                what=f"{call}: the events hold no GPU event, so this must raise ValueError",
+                cause="with no kernel, gpu_memcpy or gpu_memset event there is no span: raise "
+                "ValueError saying so (cuda_sync and gpu_user_annotation events are not GPU "
+                "events)",
+            )
+            continue
+        got = call_student(outcome, record, name=call)
+        require(
+            isinstance(got, dict)
+            and all(
+                isinstance(got.get(k), (int, float)) and not isinstance(got.get(k), bool)
+                for k in BREAKDOWN_KEYS
+            ),
+            f"{call} must return a dict of the five numbers",
+            yours=got,
+            expected=_shown(want),
+            cause=f"return a dict with the keys {list(BREAKDOWN_KEYS)}, floats in microseconds",
+        )
+        tol = _tolerance(events, want)
+        off = [k for k in BREAKDOWN_KEYS if abs(got[k] - want[k]) > tol]
+        if off:
+            fail(
+                f"{call}: {', '.join(off)} off (within {tol:.3g} us)",
+                yours=_shown(got),
+                expected=_shown(want),
+                cause=_breakdown_cause(got, want, events, tol, _case_hint(case)),
+            )
+    return len(cases)
+
+
+def _visible_breakdown_cases() -> list[tuple]:
+    return [
+        ("events", "the worked example of the exercise", WORKED_EXAMPLE, ""),
+        ("trace", VISIBLE_TRACE),
+    ]
+
+
+def check_temporal_breakdown(temporal_breakdown) -> None:
+    """Compare span, busy, idle, compute and non-compute time with the reference on the
+    exercise's worked example and on the real A100 trace ``a100_simple_add``.
+
+    Raises:
+        CheckFailed: a value off (the message names the likely mistake), or not a dict of the
+            five numbers.
+    """
+    fn = student(temporal_breakdown, "temporal_breakdown")
+    cases = _visible_breakdown_cases()
+    records = call_student(fn.probe, _probe_breakdowns, cases, name="temporal_breakdown(...)")
+    _judge_breakdowns(cases, records)
+    b = reference(ASSIGNMENT).temporal_breakdown(raw_trace_events(VISIBLE_TRACE))
+    passed(
+        f"temporal_breakdown matches the reference on the worked example and on {VISIBLE_TRACE} "
+        f"(A100: span {b['span_us'] / 1e6:.2f} s, GPU busy {b['busy_us'] / b['span_us']:.1%} of "
+        "it)"
+    )
+
+
+def _edge_cases() -> list[tuple]:
+    """Small cases cut from real events, each with what it tests (the fallback cause)."""
+    cases = []
+    multi = list(_shipped_events("a100_event_sync_multi_stream"))
+    cases.append(
+        (
+            "events",
+            "a100_event_sync_multi_stream, its events in reverse order",
+            multi[::-1],
+            "events come in any order: sort the intervals by start before merging, and take "
+            "the span from the smallest start to the largest end",
+        )
+    )
+    alexnet = list(_shipped_events("a100_alexnet"))
+    shuffled = [e for e in alexnet if e.get("ph") == "X"]
+    random.Random(0).shuffle(shuffled)
+    cases.append(
+        (
+            "events",
+            "a100_alexnet's complete events, shuffled",
+            shuffled,
+            "events come in any order: sort the intervals by start before merging, and take "
+            "the span from the smallest start to the largest end",
+        )
+    )
+    # an all-reduce on stream 40 partly under compute kernels on stream 7, with what ran near it
+    ddp = list(_shipped_events(DDP_TRACE))
+    gpu = sorted(_gpu_events(ddp), key=lambda e: e["ts"])
+    compute = [e for e in gpu if e["cat"] == "kernel" and "nccl" not in e["name"].lower()]
+    (nccl, *_) = [
+        k
+        for k in gpu
+        if "AllReduce" in k["name"]
+        and any(c["ts"] < k["ts"] + k["dur"] and k["ts"] < c["ts"] + c["dur"] for c in compute)
+    ]
+    start, end = nccl["ts"] - 20.0, nccl["ts"] + nccl["dur"] + 20.0
+    around = (
+        "events",
+        f"{DDP_TRACE} from 20 us before to 20 us after its first all-reduce that overlaps "
+        "compute (streams 7 and 40)",
+        [
+            e
+            for e in ddp
+            if e.get("ph") == "X" and "dur" in e and e["ts"] < end and start < e["ts"] + e["dur"]
+        ],
+        "two streams at once count once in busy_us, and the all-reduce's time under a "
+        "compute kernel is compute time: only its time alone is non-compute",
+    )
+    # a kernel inside the interval of another (on another stream), then one more
+    simple = list(_shipped_events(VISIBLE_TRACE))
+    kernels = [e for e in simple if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    longest = max(kernels, key=lambda e: e["dur"])
+    inner, after = (_copy_event(k) for k in kernels[:2])
+    inner.update(ts=longest["ts"] + longest["dur"] / 4, dur=longest["dur"] / 4)
+    inner["args"]["stream"] = longest["args"]["stream"] + 1
+    after.update(ts=longest["ts"] + longest["dur"] + 5)
+    host = [e for e in simple if e.get("ph") == "X" and e.get("cat") == "cpu_op"][:3]
+    cases.append(
+        (
+            "events",
+            "a long kernel of a100_simple_add with another inside its interval (another stream), "
+            "then a third",
+            [*host, longest, inner, after],
+            "an interval inside another must not end the run early: a merged run ends at the "
+            "largest end seen so far (max), not at the last interval's end",
+        )
+    )
+    copies = [e for e in simple if e.get("cat") in ("gpu_memcpy", "gpu_memset", "cpu_op")]
+    cases.append(
+        (
+            "events",
+            "the copies, memsets and host operators of a100_simple_add (no kernel)",
+            copies,
+            "copies and memsets are GPU events (span, busy) but not compute: compute_us is 0 "
+            "and non_compute_us equals busy_us",
+        )
+    )
+    (memset, *_) = [e for e in alexnet if e.get("cat") == "gpu_memset"]
+    cases.append(
+        (
+            "events",
+            "one memset of a100_alexnet and the host operators around it",
+            [e for e in alexnet if e.get("cat") == "cpu_op"][:5] + [memset],
+            "one GPU event: span and busy are its duration, and a memset is not compute",
+        )
+    )
+    sync = list(_shipped_events("a100_event_sync"))
+    sync_gpu = _gpu_events(sync)
+    last = max(e["ts"] + e["dur"] for e in sync_gpu)
+    late, gap = _copy_event(sync_gpu[0]), _copy_event(sync_gpu[0])
+    late.update(ts=last + 100, dur=0)
+    gap.update(ts=last + 50, dur=0)
+    cases.append(
+        (
+            "events",
+            "a100_event_sync with two zero-duration kernels after its last GPU event (50 and "
+            "100 us later)",
+            [*sync, gap, late],
+            "zero-duration events count: one after the last GPU event extends the span to its "
+            "timestamp, and adds nothing to busy_us",
+        )
+    )
+    cases.append(around)
+    cases.append(
+        (
+            "events",
+            "the host events, cuda_sync records and GPU annotations of a100_event_sync and "
+            f"{DDP_TRACE} (no GPU event)",
+            [e for e in sync if e.get("cat") not in BREAKDOWN_GPU_CATS]
+            + [e for e in ddp if e.get("cat") == "gpu_user_annotation"],
+            "",
+        )
+    )
+    cases.append(("events", "an empty list of events", [], ""))
+    return cases
+
+
+def _hidden_breakdown_cases() -> list[tuple]:
+    traces = [("trace", name) for name in real_trace_names() if name != VISIBLE_TRACE]
+    steps = [("step", DDP_TRACE, step) for step in DDP_STEPS]
+    # the small cases first: a mistake fails where its case's hint names it
+    return _edge_cases() + traces + steps
+
+
+def check_temporal_breakdown_hidden(temporal_breakdown) -> None:
+    """Compare with the reference on every shipped real trace (A100s, the DDP rank with its
+    NCCL kernels, the Triton one, the MI250's), each profiler step of the DDP trace, and edge
+    cases cut from real events; events without a GPU event must raise ValueError.
+
+    Raises:
+        CheckFailed: a value off (the message names the likely mistake), not a dict of the
+            five numbers, or no ValueError without GPU events.
+    """
+    fn = student(temporal_breakdown, "temporal_breakdown")
+    cases = _hidden_breakdown_cases()
+    records = call_student(fn.probe, _probe_breakdowns, cases, name="temporal_breakdown(...)")
+    n = _judge_breakdowns(cases, records)
+    passed(
+        f"temporal_breakdown matches the reference on {n} cases: every shipped real trace, the "
+        "DDP trace's profiler steps, edge cases, and raises ValueError without GPU events"
+    )
 
 
 # --------------------------------------------------------------------------- plots
