@@ -23,16 +23,17 @@ A = "01_devices"
         ("pick_device", "(preferred: str | None = None) -> torch.device"),
         ("to_device", "(obj, device, non_blocking: bool = False)"),
         ("seed_everything", "(seed: int) -> None"),
-        ("visible_gpu_count", "(cuda_visible_devices: str) -> int"),
+        (
+            "visible_gpus",
+            "(cuda_visible_devices: str, device_order: str = 'PCI_BUS_ID') -> list[str]",
+        ),
     ],
 )
 def test_reference_has_the_curriculum_signature(name, signature):
     assert str(inspect.signature(reference_fn(A, name))) == signature
 
 
-@pytest.mark.parametrize(
-    "name", ["pick_device", "to_device", "seed_everything", "visible_gpu_count"]
-)
+@pytest.mark.parametrize("name", ["pick_device", "to_device", "seed_everything", "visible_gpus"])
 def test_reference_passes_every_check(name, capsys):
     run_every_check(checks, name, reference_fn(A, name))
     out = capsys.readouterr().out
@@ -86,22 +87,25 @@ def test_seed_check_names_the_forgotten_generator():
         checks.check_seed_everything(torch_only)
 
 
-def test_visible_gpu_count_check_puts_back_what_the_answer_changed():
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+def test_visible_gpus_check_puts_back_what_the_answer_changed():
+    before = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
 
-    def sets_environ(value):
+    def sets_environ(value, order="PCI_BUS_ID"):
         os.environ["CUDA_VISIBLE_DEVICES"] = value
-        return torch.cuda.device_count()
+        os.environ["CUDA_DEVICE_ORDER"] = order
+        n = torch.cuda.device_count()
+        return [str(torch.cuda.get_device_properties(i).uuid) for i in range(n)]
 
     try:
         with pytest.raises(CheckFailed, match="read once, at CUDA initialisation"):
-            checks.check_visible_gpu_count(sets_environ)
-        assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
+            checks.check_visible_gpus(sets_environ)
+        assert {k: os.environ.get(k) for k in before} == before
     finally:
-        if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.mark.parametrize(
@@ -110,41 +114,116 @@ def test_visible_gpu_count_check_puts_back_what_the_answer_changed():
      ("3,4", 1), ("1gpu2,2", 2)],
 )  # fmt: skip
 def test_simulated_machine_counts_visible_devices_as_cuda_does(value, count):
-    from grader.runtime.simulated_site.sitecustomize import visible_count
+    from grader.runtime.simulated_site.sitecustomize import visible_count, visible_devices
 
     assert visible_count(value, 4) == count
+    for order in (None, "PCI_BUS_ID", "FASTEST_FIRST"):
+        assert len(visible_devices(value, 4, order)) == count
+
+
+def test_simulated_machine_numbers_gpus_in_the_order_asked():
+    """Two kinds of GPU: fastest first (the default) puts the two H100s (physical 1 and 3)
+    before the two A100s; PCI_BUS_ID follows the bus ids. The value's indices count in that
+    numbering, and the visible GPUs keep the value's order; UUID entries (or unique prefixes)
+    name the same GPU under either order."""
+    from grader.runtime.simulated_site.sitecustomize import machine, visible_devices
+
+    gpus = machine(4)
+    assert [g.name.split()[1][:4] for g in gpus] == ["A100", "H100", "A100", "H100"]
+    assert sorted(g.pci_bus_id for g in gpus) == [g.pci_bus_id for g in gpus]
+    assert len({str(g.uuid) for g in gpus}) == 4
+    assert visible_devices(None, 4) == visible_devices(None, 4, "FASTEST_FIRST") == [1, 3, 0, 2]
+    assert visible_devices(None, 4, "PCI_BUS_ID") == [0, 1, 2, 3]
+    assert visible_devices("2,0", 4, "PCI_BUS_ID") == [2, 0]
+    assert visible_devices("2,0", 4, "FASTEST_FIRST") == [0, 1]
+    uuids = [f"GPU-{g.uuid}" for g in gpus]
+    for order in ("PCI_BUS_ID", "FASTEST_FIRST"):
+        assert visible_devices(f"{uuids[3][:8]},{uuids[0]}", 4, order) == [3, 0]
+        assert visible_devices(f"{uuids[2]},{uuids[2][:9]}", 4, order) == []  # repeated GPU
+        assert visible_devices(f"{uuids[1]},GPU-,{uuids[0]}", 4, order) == [1]  # ambiguous
+        assert visible_devices(f"{uuids[1]},0", 4, order) == [1]  # not a UUID: the list ends
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU machine on a CPU-only host")
 def test_fresh_process_sees_the_simulated_machine():
     """The simulated machine reaches a child started with a copy of the environment, as the
-    reference starts it, and tells CUDA_VISIBLE_DEVICES values apart."""
-    seen = reference_fn(A, "visible_gpu_count")
-    probe = checks._probe_visible_gpu_count
-    result = probe(seen, ("0,1", "3"), True)
-    assert [r["value"] for r in result["records"]] == [2, 1]
+    reference starts it, and its devices follow both variables."""
+    seen = reference_fn(A, "visible_gpus")
+    calls = [(("3,1",), {}), (("3,1", "FASTEST_FIRST"), {})]
+    result = checks._probe_visible_gpus(seen, calls, True)
+    uuid = checks._simulated_uuid
+    assert [r["value"] for r in result["records"]] == [[uuid(3), uuid(1)], [uuid(2), uuid(3)]]
+    assert result["here"] == [uuid(k) for k in (1, 3, 0, 2)] and not result["changed"]
 
 
-def test_visible_gpu_count_check_on_a_gpu_machine_rejects_always_zero(monkeypatch):
+def test_visible_gpus_check_on_a_gpu_machine_rejects_an_empty_list(monkeypatch):
     """On a GPU machine the check compares with the reference for its own values: an answer
-    that always says 0 is right for "" and "-1", so one value must expose a GPU. Plays a
-    1-GPU machine: CUDA "available", its initialisation a no-op, and a reference that counts
+    that always says [] is right for "" and "-1", so one value must expose a GPU. Plays a
+    1-GPU machine: CUDA "available", its initialisation a no-op, and a reference that lists
     what CUDA would expose there."""
     import types
 
-    from grader.runtime.simulated_site.sitecustomize import visible_count
+    from grader.runtime.simulated_site.sitecustomize import machine, visible_devices
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "init", lambda: None)
-    ref = types.SimpleNamespace(visible_gpu_count=lambda value: visible_count(value, 1))
-    monkeypatch.setattr(checks, "reference", lambda assignment: ref)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
 
-    def always_zero(cuda_visible_devices):
-        return 0
+    def one_gpu(value, order="PCI_BUS_ID"):
+        return [str(machine(1)[k].uuid) for k in visible_devices(value, 1, order)]
 
-    with pytest.raises(CheckFailed, match="visible_gpu_count\\('0'\\)"):
-        checks.check_visible_gpu_count(always_zero)
-    checks.check_visible_gpu_count(ref.visible_gpu_count)  # the right counts pass
+    monkeypatch.setattr(
+        checks, "reference", lambda assignment: types.SimpleNamespace(visible_gpus=one_gpu)
+    )
+
+    def always_empty(cuda_visible_devices, device_order="PCI_BUS_ID"):
+        return []
+
+    with pytest.raises(CheckFailed, match="visible_gpus\\('0'\\)"):
+        checks.check_visible_gpus(always_empty)
+    checks.check_visible_gpus(one_gpu)  # the right lists pass
+    checks.check_visible_gpus_hidden(one_gpu)
+
+
+def test_visible_gpus_cuda_check_on_two_kinds_of_gpu(monkeypatch):
+    """The CUDA check asks both orders and a UUID entry: plays a 2-GPU machine whose GPUs
+    differ (an A100 on the first bus, an H100 on the second, so fastest first swaps them),
+    with a reference that lists what CUDA would expose there. Answers that ignore the order
+    or parse the value by hand lose the point; the reference's lists pass."""
+    import types
+
+    from grader.runtime.simulated_site.sitecustomize import (
+        device_lookup,
+        enumeration,
+        machine,
+        visible_devices,
+    )
+
+    props, name = device_lookup(enumeration(2, None), 2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", props)
+
+    def two_gpus(value, order="PCI_BUS_ID"):
+        return [str(machine(2)[k].uuid) for k in visible_devices(value, 2, order)]
+
+    monkeypatch.setattr(
+        checks, "reference", lambda assignment: types.SimpleNamespace(visible_gpus=two_gpus)
+    )
+
+    def ignores_order(value, order="PCI_BUS_ID"):
+        return two_gpus(value, "FASTEST_FIRST")
+
+    def by_hand(value, order="PCI_BUS_ID"):
+        uuids = two_gpus("0,1", order)
+        return [uuids[int(v)] for v in value.split(",") if v.strip() and 0 <= int(v) < 2]
+
+    checks.check_visible_gpus_cuda(two_gpus)
+    with pytest.raises(CheckFailed, match="(?s)'0', 'PCI_BUS_ID'.*CUDA_DEVICE_ORDER=device_order"):
+        checks.check_visible_gpus_cuda(ignores_order)
+    with pytest.raises(CheckFailed, match="visible_gpus\\('GPU-.*raised ValueError"):
+        checks.check_visible_gpus_cuda(by_hand)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Checks for 01_devices: pick_device, to_device, seed_everything, visible_gpu_count.
+"""Checks for 01_devices: pick_device, to_device, seed_everything, visible_gpus.
 
 Each ``check_*`` takes the student's object and raises :class:`~grader.checks.common.CheckFailed`
 with a teaching message when it misbehaves. The checks reach the student's code through a
@@ -15,6 +15,7 @@ import collections
 import contextlib
 import os
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -641,163 +642,270 @@ def check_seed_everything_cuda(seed_everything) -> None:
     passed("seed_everything makes CUDA random numbers reproducible")
 
 
-# --------------------------------------------------------------------------- visible_gpu_count
-#: GPUs of the simulated machine the CPU checks play (current process and fresh children).
+# --------------------------------------------------------------------------- visible_gpus
+#: GPUs of the simulated machine the CPU checks play (current process and fresh children):
+#: physical GPUs 0 and 2 are the slower kind, 1 and 3 the faster, so CUDA's default order
+#: (FASTEST_FIRST: 1, 3, 0, 2) differs from PCI_BUS_ID order (0, 1, 2, 3). See
+#: :mod:`grader.runtime.simulated_site.sitecustomize`.
 SIMULATED_GPUS = 4
-#: Values the CPU check asks about, and the hidden check. Each costs a fresh Python process that
-#: imports torch (about 2 s of CPU on a slow core), so each value must reject answers the others
-#: let through: ``""`` (no GPU, not all: an emptied variable is not an unset one; an in-process
-#: ``os.environ`` change still counts 4), ``"2,0,-1,1,3"`` (CUDA stops at the first invalid
-#: id: 2, not 5 ids or the 4 valid ones; not "1 if anything is visible"; a child without the
-#: inherited environment counts 0) and ``"3,1,5"`` (an index past the last GPU ends the list:
-#: 2, not 3; order does not matter).
-VISIBLE_VALUES = ("", "2,0,-1,1,3")
-VISIBLE_VALUES_HIDDEN = ("3,1,5",)
-#: The values of the same check on a real GPU machine, compared with the reference: ``""`` and
-#: ``"-1"`` expose no GPU (an answer that sets ``os.environ`` in this process still counts the
-#: GPUs CUDA found at initialisation; one that counts the ids says 1 for ``"-1"``) and ``"0"``
-#: exposes one (an answer that always says 0 is right for the other two).
-VISIBLE_VALUES_GPU = ("", "-1", "0")
+ORDERS = ("PCI_BUS_ID", "FASTEST_FIRST")
+
+
+def _simulated_uuid(physical: int) -> str:
+    from grader.runtime.simulated_site.sitecustomize import machine
+
+    return str(machine(SIMULATED_GPUS)[physical].uuid)
+
+
+def visible_calls(hidden: bool = False) -> list:
+    """The calls the CPU check makes, as ``(args, kwargs)`` pairs. Each costs a fresh Python
+    process that imports torch (about 2 s of CPU on a slow core), so each must reject answers
+    the others let through:
+
+    * ``("",)``: no GPU (an in-process ``os.environ`` change still sees all 4);
+    * ``("2,0,-1,1",)`` with the default order, PCI_BUS_ID: physical 2 then 0 (ignoring
+      ``device_order`` gives FASTEST_FIRST's 0 then 1; the list stops at ``-1``; indices, names
+      or the UUIDs of this process are not what is asked);
+    * ``("1,3", "FASTEST_FIRST")``: physical 3 then 2 (an answer that always passes
+      PCI_BUS_ID gives 1 then 3);
+
+    and, hidden, a list of UUID prefixes (physical 3 then 0, in either order) and a repeated
+    index (no GPU at all).
+    """
+    if not hidden:
+        return [(("",), {}), (("2,0,-1,1",), {}), (("1,3", "FASTEST_FIRST"), {})]
+    prefixes = ",".join(f"GPU-{_simulated_uuid(k)[:8]}" for k in (3, 0))
+    return [((prefixes, "FASTEST_FIRST"), {}), (("3,1,3", "PCI_BUS_ID"), {})]
+
+
+def _call_order(args: tuple) -> str:
+    return args[1] if len(args) > 1 else "PCI_BUS_ID"
+
+
+def _expected_simulated(args: tuple, order: str | None = None) -> list:
+    from grader.runtime.simulated_site.sitecustomize import visible_devices
+
+    seen = visible_devices(args[0], SIMULATED_GPUS, order or _call_order(args))
+    return [_simulated_uuid(k) for k in seen]
+
 
 _SITE = Path(__file__).resolve().parent.parent / "runtime" / "simulated_site"
+_WATCHED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
-def _expected_visible(value: str) -> int:
-    from grader.runtime.simulated_site.sitecustomize import visible_count
-
-    return visible_count(value, SIMULATED_GPUS)
-
-
-def _probe_visible_gpu_count(visible_gpu_count, values: tuple, simulate: bool) -> dict:
-    """Probe: call the student's function for each value in a process whose CUDA is already
+def _probe_visible_gpus(visible_gpus, calls: list, simulate: bool) -> dict:
+    """Probe: call the student's function for each call in a process whose CUDA is already
     initialised (a simulated 4-GPU machine on a CPU, whose fresh child processes see the same
-    simulated machine; the real GPUs otherwise). Records whether the function changed this
-    process's CUDA_VISIBLE_DEVICES, and puts it back."""
-    from grader.runtime.simulated_site.sitecustomize import SIMULATED_GPUS_ENV
+    simulated machine; the real GPUs otherwise), with ``CUDA_DEVICE_ORDER`` unset so that a
+    child that is not given it numbers GPUs fastest first. Records the UUIDs this process sees
+    and whether the function changed this process's ``CUDA_VISIBLE_DEVICES`` or
+    ``CUDA_DEVICE_ORDER``, and puts everything back."""
+    from unittest import mock
 
-    saved = {
-        k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "PYTHONPATH", SIMULATED_GPUS_ENV)
-    }
+    from grader.runtime.simulated_site.sitecustomize import (
+        SIMULATED_GPUS_ENV,
+        device_lookup,
+        enumeration,
+    )
+
+    saved = {k: os.environ.get(k) for k in (*_WATCHED, "PYTHONPATH", SIMULATED_GPUS_ENV)}
     changed = []
     try:
+        os.environ.pop("CUDA_DEVICE_ORDER", None)
         if simulate:
             path = os.environ.get("PYTHONPATH")
             os.environ["PYTHONPATH"] = str(_SITE) + (os.pathsep + path if path else "")
             os.environ[SIMULATED_GPUS_ENV] = str(SIMULATED_GPUS)
-            context = simulated_cuda(device_count=SIMULATED_GPUS, allow_real_gpu=True)
+            props, name = device_lookup(enumeration(SIMULATED_GPUS, None), SIMULATED_GPUS)
+            context = contextlib.ExitStack()
+            context.enter_context(simulated_cuda(device_count=SIMULATED_GPUS, allow_real_gpu=True))
+            context.enter_context(mock.patch.object(torch.cuda, "get_device_properties", props))
+            context.enter_context(mock.patch.object(torch.cuda, "get_device_name", name))
         else:
             torch.cuda.init()
             context = contextlib.nullcontext()
+        before = {k: os.environ.get(k) for k in _WATCHED}
         records = []
         with context:
-            for value in values:
-                records.append(attempt(visible_gpu_count, value))
-                now = os.environ.get("CUDA_VISIBLE_DEVICES")
-                if now != saved["CUDA_VISIBLE_DEVICES"]:
-                    changed.append(now)
+            here = [
+                str(torch.cuda.get_device_properties(i).uuid)
+                for i in range(torch.cuda.device_count())
+            ]
+            for args, kwargs in calls:
+                records.append(attempt(visible_gpus, *args, **kwargs))
+                now = {k: os.environ.get(k) for k in _WATCHED}
+                if now != before:
+                    changed.append({k: v for k, v in now.items() if v != before[k]})
+                    os.environ.update({k: v for k, v in before.items() if v is not None})
+                    for k in [k for k, v in before.items() if v is None]:
+                        os.environ.pop(k, None)
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    return {"records": records, "changed": changed, "before": saved["CUDA_VISIBLE_DEVICES"]}
+    return {"records": records, "changed": changed, "here": here}
 
 
-_VISIBLE_CAUSE = (
-    "CUDA_VISIBLE_DEVICES is read once, at CUDA initialisation: changing os.environ in this "
-    "process does nothing afterwards. Run a fresh Python process with a copy of this "
-    "environment and the variable changed (subprocess.run(..., env=dict(os.environ, "
-    "CUDA_VISIBLE_DEVICES=value))) and count there with torch.cuda.device_count()."
-)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-def _require_counts(visible_gpu_count, values, expected: dict, label: str, seen: dict) -> None:
-    answers = Recorded("visible_gpu_count", [((v,), {}) for v in values], seen["records"])
-    for value in values:
-        got = call_student(answers, value)
+def _bare(value):
+    """A UUID without nvidia-smi's ``GPU-`` prefix (the check accepts both forms)."""
+    return value[4:] if isinstance(value, str) and value.startswith("GPU-") else value
+
+
+def _likely_cause(got, expected: list, other_order: list | None, here: list) -> str:
+    if any(isinstance(v, int) and not isinstance(v, bool) for v in got):
+        return (
+            "these look like indices; return what identifies each GPU whatever the numbering: "
+            "str(torch.cuda.get_device_properties(i).uuid) for each device the fresh process sees"
+        )
+    if any(isinstance(v, str) and not _UUID.fullmatch(v) for v in got):
+        return (
+            "not UUIDs: a name is not unique (a box often has several of the same GPU), and "
+            "an index changes with the numbering; return each device's UUID, "
+            "str(torch.cuda.get_device_properties(i).uuid)"
+        )
+    if got == here and expected != here:
+        return (
+            "these are the GPUs of this process. CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER are "
+            "read once, at CUDA initialisation: changing os.environ in this process does nothing "
+            "afterwards. Start a fresh Python process with a copy of this environment and both "
+            "variables set (subprocess.run(..., env=dict(os.environ, CUDA_VISIBLE_DEVICES=..., "
+            "CUDA_DEVICE_ORDER=...))) and ask it"
+        )
+    if other_order is not None and got == other_order:
+        return (
+            "numbered in the other order: pass CUDA_DEVICE_ORDER=device_order to the child too "
+            "(without it CUDA numbers the GPUs fastest first, which need not be PCI bus order)"
+        )
+    return (
+        "ask a fresh process what CUDA made of the value rather than reading it yourself: CUDA "
+        "stops at the first invalid id (-1, an index past the last GPU), a repeated id hides "
+        "every GPU, and entries may be UUIDs (GPU-...) or their prefixes"
+    )
+
+
+def _require_gpus(calls: list, expected: list, label: str, seen: dict, other: list) -> None:
+    answers = Recorded("visible_gpus", calls, seen["records"])
+    for (args, kwargs), want, other_order in zip(calls, expected, other):
+        call = f"visible_gpus({', '.join(repr(a) for a in args)})"
+        call += "" if len(args) > 1 else " (device_order defaults to 'PCI_BUS_ID')"
+        got = call_student(answers, *args, **kwargs)
         require(
-            isinstance(got, int) and not isinstance(got, bool),
-            f"visible_gpu_count({value!r}) must return an int",
+            isinstance(got, list) and all(isinstance(v, (str, int)) for v in got),
+            f"{call} must return a list of str",
             yours=f"{got!r} ({type(got).__name__})",
-            expected="an int",
-            cause="parse the child process's output with int(...)",
+            expected=want,
+            cause="return a list with one UUID string per device the fresh process sees, "
+            "e.g. parse its printed JSON with json.loads",
         )
         require(
-            got == expected[value],
-            f"visible_gpu_count({value!r}) {label}",
+            [_bare(v) for v in got] == want,
+            f"{call} {label}",
             yours=got,
-            expected=expected[value],
-            cause=_VISIBLE_CAUSE
-            if got == SIMULATED_GPUS or value == ""
-            else "count what CUDA exposes, not the ids in the string: CUDA stops at the first "
-            "invalid id (-1, an index past the last GPU) and a fresh process tells you the count",
+            expected=want,
+            cause=_likely_cause([_bare(v) for v in got], want, other_order, seen["here"]),
         )
     require(
         not seen["changed"],
-        "visible_gpu_count must not change this process's CUDA_VISIBLE_DEVICES",
+        "visible_gpus must not change this process's CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER",
         yours=seen["changed"][0] if seen["changed"] else None,
-        expected=seen["before"],
-        cause="pass the value in the child's env=... instead of setting os.environ",
+        expected="no change",
+        cause="pass the values in the child's env=... instead of setting os.environ",
     )
 
 
-def check_visible_gpu_count(visible_gpu_count) -> None:
-    """Check visible_gpu_count in a process whose CUDA is initialised (on a CPU: a simulated
-    4-GPU machine, whose fresh processes see the same simulated GPUs).
+def _in_other_order(calls: list, expected: list) -> list:
+    """For each call, the expected list of the call with the same value in the other order,
+    where the calls hold one (None otherwise): the hint for an answer that ignores the order."""
+    table = {(args[0], _call_order(args)): want for (args, _), want in zip(calls, expected)}
+    flip = {ORDERS[0]: ORDERS[1], ORDERS[1]: ORDERS[0]}
+    return [table.get((args[0], flip[_call_order(args)])) for args, _ in calls]
 
-    ``CUDA_VISIBLE_DEVICES`` is read once, when CUDA initialises, so only a fresh process
-    sees a new value.
 
-    Raises:
-        CheckFailed: a wrong count, or the current process's environment changed.
-    """
-    visible_gpu_count = student(visible_gpu_count, "visible_gpu_count")
+def _reference_gpus(calls: list) -> list:
+    ref = reference(ASSIGNMENT).visible_gpus
+    return [ref(*args, **kwargs) for args, kwargs in calls]
+
+
+#: The calls of the same check on a real GPU machine, compared with the reference: ``""`` and
+#: ``"-1"`` expose no GPU (an answer that sets ``os.environ`` in this process still sees the GPUs
+#: CUDA found at initialisation) and ``"0"`` exposes one, in each order (its UUID: not an index
+#: or a name).
+GPU_CALLS = [(("",), {}), (("-1",), {}), (("0",), {}), (("0", "FASTEST_FIRST"), {})]
+#: Hidden: a repeated index (no GPU) and a list cut by an invalid id.
+GPU_CALLS_HIDDEN = [(("0,0",), {}), (("0,-1,1", "FASTEST_FIRST"), {})]
+
+
+def _check_visible_gpus(visible_gpus, hidden: bool) -> None:
+    visible_gpus = student(visible_gpus, "visible_gpus")
     if torch.cuda.is_available():
-        ref = reference(ASSIGNMENT).visible_gpu_count
-        values = VISIBLE_VALUES_GPU
-        expected = {v: ref(v) for v in values}
-        seen = visible_gpu_count.probe(_probe_visible_gpu_count, values, False)
+        calls = GPU_CALLS_HIDDEN if hidden else GPU_CALLS
+        expected = _reference_gpus(calls)
+        other = _in_other_order(calls, expected)
+        seen = visible_gpus.probe(_probe_visible_gpus, calls, False)
         label = "in a process whose CUDA is already initialised"
     else:
-        values = VISIBLE_VALUES
-        expected = {v: _expected_visible(v) for v in values}
-        seen = visible_gpu_count.probe(_probe_visible_gpu_count, values, True)
+        calls = visible_calls(hidden)
+        expected = [_expected_simulated(args) for args, _ in calls]
+        other = [
+            _expected_simulated(args, ORDERS[1 - ORDERS.index(_call_order(args))])
+            for args, _ in calls
+        ]
+        seen = visible_gpus.probe(_probe_visible_gpus, calls, True)
         label = (
-            f"in a process whose CUDA is initialised, on a (simulated) {SIMULATED_GPUS}-GPU machine"
+            f"in a process whose CUDA is initialised, on a (simulated) {SIMULATED_GPUS}-GPU "
+            "machine with two kinds of GPU"
         )
-    _require_counts(visible_gpu_count, values, expected, label, seen)
-    passed("visible_gpu_count asks a fresh process and leaves this one's environment alone")
+    _require_gpus(calls, expected, label, seen, other)
 
 
-def check_visible_gpu_count_hidden(visible_gpu_count) -> None:
-    """Compare with the reference for more values (on a CPU: on the simulated machine)."""
-    visible_gpu_count = student(visible_gpu_count, "visible_gpu_count")
-    values = VISIBLE_VALUES_HIDDEN
-    if torch.cuda.is_available():
-        ref = reference(ASSIGNMENT).visible_gpu_count
-        expected = {v: ref(v) for v in values}
-        seen = visible_gpu_count.probe(_probe_visible_gpu_count, values, False)
-    else:
-        expected = {v: _expected_visible(v) for v in values}
-        seen = visible_gpu_count.probe(_probe_visible_gpu_count, values, True)
-    _require_counts(visible_gpu_count, values, expected, "on this machine", seen)
-    passed("visible_gpu_count agrees with the reference")
+def check_visible_gpus(visible_gpus) -> None:
+    """Check visible_gpus in a process whose CUDA is initialised (on a CPU: a simulated
+    4-GPU machine with two kinds of GPU, whose fresh processes see the same simulated GPUs).
+
+    ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` are read once, when CUDA initialises, so
+    only a fresh process sees new values.
+
+    Raises:
+        CheckFailed: a wrong list, or the current process's environment changed.
+    """
+    _check_visible_gpus(visible_gpus, hidden=False)
+    passed("visible_gpus asks a fresh process, in the order asked, and leaves this one alone")
 
 
-def check_visible_gpu_count_cuda(visible_gpu_count) -> None:
+def check_visible_gpus_hidden(visible_gpus) -> None:
+    """Compare with the reference for more values: UUID entries and a repeated index (on a
+    CPU: on the simulated machine)."""
+    _check_visible_gpus(visible_gpus, hidden=True)
+    passed("visible_gpus agrees with the reference")
+
+
+def check_visible_gpus_cuda(visible_gpus) -> None:
     """On a real GPU, after CUDA is initialised, compare with fresh processes (the reference)
-    for an empty value, ``-1``, every single GPU, all GPUs and a list cut by an invalid id."""
-    if not cuda_or_not_checked("visible_gpu_count after CUDA is initialised on a real GPU"):
+    for an empty value, ``-1``, every single GPU and all GPUs in both orders, and the last
+    GPU named by its UUID."""
+    if not cuda_or_not_checked("visible_gpus after CUDA is initialised on a real GPU"):
         return
-    visible_gpu_count = student(visible_gpu_count, "visible_gpu_count")
-    ref = reference(ASSIGNMENT).visible_gpu_count
+    visible_gpus = student(visible_gpus, "visible_gpus")
+    ref = reference(ASSIGNMENT).visible_gpus
     n = torch.cuda.device_count()
-    values = ("", "-1", *(str(i) for i in range(n)), ",".join(str(i) for i in range(n)), "0,-1,1")
-    values = tuple(dict.fromkeys(values))
-    expected = {v: ref(v) for v in values}
-    seen = visible_gpu_count.probe(_probe_visible_gpu_count, values, False)
-    _require_counts(
-        visible_gpu_count, values, expected, "after CUDA is initialised on this GPU machine", seen
+    every = ",".join(str(i) for i in range(n))
+    values = [(v, o) for v in (*(str(i) for i in range(n)), every) for o in ORDERS]
+    calls = [(("",), {}), (("-1",), {}), *(((v, o), {}) for v, o in dict.fromkeys(values))]
+    last = ref(str(n - 1), "PCI_BUS_ID")
+    if last:
+        calls.append(((f"GPU-{last[0]}", "FASTEST_FIRST"), {}))
+    expected = _reference_gpus(calls)
+    seen = visible_gpus.probe(_probe_visible_gpus, calls, False)
+    _require_gpus(
+        calls,
+        expected,
+        "after CUDA is initialised on this GPU machine",
+        seen,
+        _in_other_order(calls, expected),
     )
-    passed("visible_gpu_count is right on this GPU machine after CUDA initialisation")
+    passed("visible_gpus is right on this GPU machine after CUDA initialisation")
