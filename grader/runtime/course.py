@@ -127,7 +127,7 @@ LESSONS = [
         "Profiling: rooflines and traces",
         "arithmetic intensity and rooflines, `FlopCounterMode`, measured ceilings, "
         "`torch.profiler` traces, hidden syncs, launch-bound steps and fusion, copy/compute "
-        "overlap graded from traces",
+        "overlap graded from traces, a GPU's idle and exposed time graded on real A100 traces",
         "CPU (simulated GPU traces; GPU optional)",
         1.5,
     ),
@@ -136,7 +136,8 @@ LESSONS = [
         "Scaling: DDP internals and memory at scale",
         "gradient hooks, buckets and overlapped all-reduce (a per-rank timeline), `no_sync`, "
         "mixed-precision memory, ZeRO-1 by hand, FSDP2 `fully_shard`, activation "
-        "checkpointing, all-reduce volume and NVLink/PCIe/InfiniBand bandwidth",
+        "checkpointing, all-reduce volume and NVLink/PCIe/InfiniBand bandwidth, a real DDP "
+        "trace read by the course and by Holistic Trace Analysis",
         "CPU (2 gloo processes; several GPUs optional)",
         2,
     ),
