@@ -6,9 +6,10 @@ reference loader), the CPU stand-ins for GPU behaviour (:mod:`~grader.runtime.si
 (:mod:`~grader.runtime.trace`) and per-rank timelines (:mod:`~grader.runtime.timeline`), CPU
 process groups (:mod:`~grader.runtime.distributed`), data sets (:mod:`~grader.runtime.datasets`),
 figures measured on a GPU or published for one (:mod:`~grader.runtime.recorded`), the text of
-CUDA errors that the CPU stand-ins word differently (:mod:`~grader.runtime.cuda_messages`), and the
-probe protocol between a student's kernel and the grading process (:mod:`~grader.runtime.remote`,
-:mod:`~grader.runtime.handover`).
+CUDA errors that the CPU stand-ins word differently (:mod:`~grader.runtime.cuda_messages`), Triton
+kernels on the CPU under Triton's interpreter with the bytes they load and store
+(:mod:`~grader.runtime.triton_cpu`), and the probe protocol between a student's kernel and the
+grading process (:mod:`~grader.runtime.remote`, :mod:`~grader.runtime.handover`).
 
 May import: the standard library, third-party packages, and other modules of this package. Never
 :mod:`grader.checks`, :mod:`grader.grading` or :mod:`grader.tools` (``tests/test_layout.py``).

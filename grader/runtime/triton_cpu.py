@@ -1,0 +1,754 @@
+"""Triton kernels on the CPU: Triton's interpreter, and the memory traffic a kernel makes in it.
+
+For the checks and demos of the Triton notebook (issue 27): a student's ``@triton.jit`` kernel
+runs on CPU tensors under Triton's interpreter, and :func:`count_traffic` reports what it did to
+memory: the bytes it loaded and stored, per tensor argument, and every access outside the tensors
+it was given (the "missing mask" mistake), which it reports instead of performing.
+
+**Turning the interpreter on, and when it is too late.** ``TRITON_INTERPRET=1`` is not read once
+when ``triton`` is imported: ``@triton.jit`` reads it each time it decorates a function
+(``triton/runtime/jit.py``, ``jit()``'s inner ``decorator``: ``if knobs.runtime.interpret:
+return InterpretedFunction(fn, ...)`` else ``JITFunction(fn, ...)``), and
+``knobs.runtime.interpret`` is an ``env_bool`` whose ``get`` calls ``getenv_bool`` from
+``libtriton`` at every access (``triton/knobs.py``). Nothing in the interpreter's launch path
+reads it again (``interpreter.py``, ``InterpretedFunction.run`` -> ``GridExecutor.__call__``
+runs the program instances). The same holds in triton 3.8.0 (torch 2.14.1) and 3.6.0 (torch
+2.11, the GPU machines'). So, once ``triton`` was imported (``import torch`` does not import it;
+``import torch._inductor`` does, and ``import triton`` imports ``triton.language``) with the
+variable unset:
+
+* a kernel decorated *before* the variable is set stays a ``JITFunction`` compiled for a GPU;
+  launched without one it fails with "0 active drivers ([]). There should only be one."
+  (``triton/runtime/driver.py``);
+* a kernel decorated *after* is an ``InterpretedFunction``, but it fails as soon as it calls one
+  of ``triton.language``'s own ``@jit`` helpers (``tl.sum``, ``tl.max``, ``tl.zeros``,
+  ``tl.cdiv``, ``tl.sigmoid``, ``tl.softmax``...), which were decorated when ``triton.language``
+  was imported: "Cannot call @triton.jit'd outside of the scope of a kernel"
+  (``JITFunction.__call__``). Setting the variable late is therefore not enough by itself.
+
+The clean ways, all usable at any time:
+
+* :func:`use_interpreter` sets the variable for the rest of the process (a notebook's first cell
+  on a machine without a GPU) and lets interpreted kernels call the library's helpers
+  (:func:`_route_jit_calls`); :func:`interpreter` does the same for a ``with`` block only
+  (tests, and a process that also runs Inductor's real GPU kernels, which must not be
+  interpreted);
+* :func:`ensure_interpreted` raises :class:`KernelNotInterpreted`, saying what to do, for a
+  kernel decorated before; :func:`as_interpreted` returns an interpreted copy of it instead;
+* :func:`count_traffic` runs every launch inside it under the interpreter, either kind of
+  kernel, so a check works whatever the student's cells did first.
+
+**What it counts.** The interpreter turns ``tl.load``/``tl.store`` (and tensor-descriptor loads
+and stores, which materialize their pointers and end in the same calls) into
+``InterpreterBuilder.create_masked_load``/``create_masked_store`` of its module-level
+``interpreter_builder``
+(``create_load``/``create_store`` call them with an all-true mask), with a numpy array of raw
+addresses and one of the mask, then dereference the addresses in C++
+(``libtriton.interpreter.load``/``store``). Masked-off lanes are not touched; unmasked lanes are,
+whatever the address: an out-of-bounds load reads whatever lies there (or crashes, if the page
+is unmapped) and an out-of-bounds store
+corrupts the process's heap (seen on both versions: a later ``malloc`` aborts with "corrupted
+double-linked list"). While :func:`count_traffic` is active those methods (and the atomics) are
+wrapped: for each call, the active lanes are attributed to the tensor argument whose memory
+holds most of them (its *extent*: from its first to one past its last element; for a
+contiguous tensor its ``numel * element_size`` bytes), counted in bytes of the pointer's element
+type, and any active lane outside that tensor is out of bounds: it is recorded, masked off (a
+load gives ``other``, or 0) and never dereferenced. The tensors' addresses are those the
+interpreter sees (``GridExecutor._init_args_hst``'s host copies; for CPU tensors, the tensors
+themselves). ``GridExecutor`` and the builder are restored when the block ends.
+
+**What the interpreter can and cannot tell you, against a GPU.** It runs the program instances
+one after another in Python, each over whole numpy blocks, so it gives the values a kernel
+computes, the bytes it asks for, and which lanes reach outside its tensors. It cannot tell: time
+(the interpreter is orders of magnitude slower than a GPU, and not in proportion to a kernel's
+speed on one);
+coalescing, cache hits (L1/L2), shared memory or registers (a load counted here is what the
+kernel requests, not what reaches DRAM: on a GPU, a second read of a row may hit in L2); races
+between program instances (they never run at once here); ``num_warps``, ``num_stages`` and
+other compilation options (ignored); and the precision of ``tl.dot`` on Tensor Cores (here
+``np.matmul`` in the accumulator's dtype, no TF32 rounding: ``create_dot``).
+``triton.autotune`` with more than one config fails on the CPU in both versions
+(``Autotuner._bench`` asks ``driver.active`` for a benchmarker: "0 active drivers").
+The interpreter is process-wide state: do not count from two threads at once.
+
+**Triton 3.6 and NumPy 2.4.** Under triton 3.6's interpreter a loop bound that is a kernel
+argument (``for k in range(0, K, BK)``) fails with "only 0-dimensional arrays can be converted to
+Python scalars": its ``tl.tensor.__index__`` is ``int(array of shape (1,))``, which NumPy 2.4
+refuses; triton 3.8 squeezes the array first. :func:`use_interpreter`, :func:`interpreter` and
+:func:`count_traffic` install 3.8's conversion on 3.6 (once per process, nothing on 3.8).
+
+May import: the standard library, numpy, torch and triton (imported inside functions, so that
+importing this module costs nothing); never :mod:`grader.checks`, :mod:`grader.grading` or
+:mod:`grader.tools`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The variable Triton reads when ``@triton.jit`` decorates a function (see the module docstring).
+INTERPRET_ENV = "TRITON_INTERPRET"
+#: At most this many :class:`OutOfBounds` records are kept per launch (the count goes on).
+MAX_OUT_OF_BOUNDS_RECORDS = 20
+
+
+class KernelNotInterpreted(RuntimeError):
+    """A kernel that was compiled for a GPU (a ``JITFunction``) where the interpreter is needed."""
+
+
+class OutOfBoundsError(RuntimeError):
+    """A kernel accessed memory outside every tensor it was given (``on_out_of_bounds="raise"``).
+
+    Attributes:
+        record: the :class:`OutOfBounds` access.
+    """
+
+    def __init__(self, record: OutOfBounds) -> None:
+        super().__init__(record.describe())
+        self.record = record
+
+
+@dataclass(frozen=True)
+class TensorTraffic:
+    """The memory traffic of a kernel to one tensor argument. All figures in bytes.
+
+    Attributes:
+        loaded_bytes: bytes loaded, over all loads (a byte read twice counts twice).
+        stored_bytes: bytes stored, over all stores.
+        distinct_loaded_bytes: bytes of the tensor read at least once.
+        distinct_stored_bytes: bytes of the tensor written at least once.
+        nbytes: the tensor's size, ``numel * element_size``.
+    """
+
+    loaded_bytes: int = 0
+    stored_bytes: int = 0
+    distinct_loaded_bytes: int = 0
+    distinct_stored_bytes: int = 0
+    nbytes: int = 0
+
+
+@dataclass(frozen=True)
+class OutOfBounds:
+    """Lanes of one load or store that reached outside every tensor argument (or across from one
+    tensor into another).
+
+    Attributes:
+        kernel: the kernel's name.
+        op: ``"load"``, ``"store"`` or ``"atomic"``.
+        program_id: the program instance, ``(x, y, z)``.
+        lanes: how many active (unmasked) lanes were out of bounds.
+        where: where the first of them pointed, in words, e.g. "1 element(s) past the end of
+            `x_ptr` (1000 elements of 4 bytes)".
+    """
+
+    kernel: str
+    op: str
+    program_id: tuple[int, int, int]
+    lanes: int
+    where: str
+
+    def describe(self) -> str:
+        """One sentence for a student."""
+        return (
+            f"{self.kernel}: a {self.op} in program instance {self.program_id} reached outside "
+            f"the tensors it was given on {self.lanes} unmasked lane(s), the first {self.where}; "
+            f"a mask (e.g. mask=offsets < n) keeps the lanes past the end from touching memory"
+        )
+
+
+@dataclass
+class Traffic:
+    """What one or more kernel launches did to memory, counted under Triton's interpreter.
+
+    Attributes:
+        loads_bytes: bytes loaded by all launches (masked-off lanes not counted).
+        stores_bytes: bytes stored by all launches.
+        per_tensor: for each tensor argument, by the kernel's parameter name (``"x"``; a tuple
+            argument's items as ``"name[i]"``), its :class:`TensorTraffic`. Over several
+            launches, figures of the same name are added (distinct bytes per launch, summed).
+            Arguments that share memory (``out`` is ``x``): each access counts for the first
+            parameter holding most of its lanes.
+        out_of_bounds: the accesses outside the tensors (at most
+            :data:`MAX_OUT_OF_BOUNDS_RECORDS` per launch); empty when the kernel stayed inside.
+        out_of_bounds_lanes: how many lanes were out of bounds in all (every one, not only the
+            recorded ones).
+        launches: ``(kernel name, grid)`` of each launch, grid as ``(x, y, z)``, in order.
+    """
+
+    loads_bytes: int = 0
+    stores_bytes: int = 0
+    per_tensor: dict[str, TensorTraffic] = field(default_factory=dict)
+    out_of_bounds: list[OutOfBounds] = field(default_factory=list)
+    out_of_bounds_lanes: int = 0
+    launches: list[tuple[str, tuple[int, int, int]]] = field(default_factory=list)
+
+    @property
+    def in_bounds(self) -> bool:
+        """True when no lane of any load or store reached outside the tensors."""
+        return self.out_of_bounds_lanes == 0
+
+    def add(self, other: Traffic) -> Traffic:
+        """The sum of this and ``other`` (a new object)."""
+        per = dict(self.per_tensor)
+        for name, t in other.per_tensor.items():
+            mine = per.get(name, TensorTraffic())
+            per[name] = TensorTraffic(
+                mine.loaded_bytes + t.loaded_bytes,
+                mine.stored_bytes + t.stored_bytes,
+                mine.distinct_loaded_bytes + t.distinct_loaded_bytes,
+                mine.distinct_stored_bytes + t.distinct_stored_bytes,
+                max(mine.nbytes, t.nbytes),
+            )
+        return Traffic(
+            self.loads_bytes + other.loads_bytes,
+            self.stores_bytes + other.stores_bytes,
+            per,
+            self.out_of_bounds + other.out_of_bounds,
+            self.out_of_bounds_lanes + other.out_of_bounds_lanes,
+            self.launches + other.launches,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The interpreter switch
+
+
+def _repair_interpreter_index() -> None:
+    """Give triton 3.6's interpreter the scalar-to-int conversion of triton 3.8.
+
+    Under the interpreter a scalar is a numpy array of shape ``(1,)``; ``range(0, K, BK)`` in a
+    kernel calls ``tl.tensor.__index__``, which triton 3.6 sets to ``int(self.handle.data)``
+    (``interpreter.py``, ``_patch_lang_tensor``) and NumPy 2.4 refuses ("only 0-dimensional
+    arrays can be converted to Python scalars"); triton 3.8 squeezes the array first. This wraps
+    ``_patch_lang_tensor`` once, only where its source has the old form, to set 3.8's version.
+    """
+    import inspect
+
+    from triton.runtime import interpreter as interp
+
+    original = interp._patch_lang_tensor
+    if getattr(original, "_course_repaired", False):
+        return
+    try:
+        source = inspect.getsource(original)
+    except (OSError, TypeError):
+        return
+    if "int(self.handle.data)" not in source:
+        return
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patch_lang_tensor._course_repaired = True  # type: ignore[attr-defined]
+    interp._patch_lang_tensor = patch_lang_tensor
+
+
+#: id(JITFunction) -> (the JITFunction, kept alive; its InterpretedFunction copy).
+_INTERPRETED: dict[int, tuple[Any, Any]] = {}
+
+
+def _interpreted_copy(jit_fn: Any) -> Any:
+    """An ``InterpretedFunction`` of a ``JITFunction``'s Python function (made once)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    key = id(jit_fn)
+    if key not in _INTERPRETED:
+        _INTERPRETED[key] = (jit_fn, InterpretedFunction(jit_fn.fn))
+    return _INTERPRETED[key][1]
+
+
+def _inside_interpreted_launch() -> bool:
+    """Whether an interpreted launch is running: the interpreter gives ``tl.tensor`` an
+    ``__index__`` for the launch (``_patch_lang_tensor``) and takes it away afterwards."""
+    import triton.language as tl
+
+    return "__index__" in vars(tl.core.tensor)
+
+
+def _route_jit_calls() -> None:
+    """Let an interpreted kernel call functions that were decorated while the interpreter was off.
+
+    ``triton.language``'s own helpers (``tl.sum``, ``tl.max``, ``tl.zeros``, ``tl.cdiv``,
+    ``tl.sigmoid``, ``tl.softmax``, ``tl.argmax``, ``tl.cumsum``... 48 of them in triton 3.6, 50
+    in 3.8) are ``@jit`` functions decorated when ``import triton`` imports
+    ``triton.language``. Unless ``TRITON_INTERPRET=1`` was set before that, they are
+    ``JITFunction`` objects, and an interpreted kernel that calls one stops with "Cannot call
+    @triton.jit'd outside of the scope of a kernel" (``JITFunction.__call__``). This wraps
+    ``JITFunction.__call__`` once per process: during an interpreted launch the call runs the
+    function under the interpreter; otherwise it raises as before. Compilation for a GPU never
+    calls it (the code generator inlines a ``JITFunction`` through ``call_JitFunction``).
+    """
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.__call__
+    if getattr(original, "_course_routes", False):
+        return
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _inside_interpreted_launch():
+            return _interpreted_copy(self)(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    __call__._course_routes = True  # type: ignore[attr-defined]
+    JITFunction.__call__ = __call__
+
+
+def _prepare_interpreter() -> None:
+    """The two repairs above, for a process that runs kernels under the interpreter."""
+    _repair_interpreter_index()
+    _route_jit_calls()
+
+
+def interpreter_on() -> bool:
+    """Whether a kernel decorated with ``@triton.jit`` now would run under the interpreter.
+
+    Reads Triton's own knob when ``triton`` is imported (it may have been set from Python,
+    ``triton.knobs.runtime.interpret = True``), else the environment variable.
+    """
+    import sys
+
+    triton = sys.modules.get("triton")
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None:
+        return bool(knobs.runtime.interpret)
+    return os.environ.get(INTERPRET_ENV, "0").strip().lower() in {"1", "true", "on", "yes", "y"}
+
+
+def use_interpreter() -> None:
+    """Turn Triton's interpreter on, for the rest of the process, for kernels decorated from now on.
+
+    Works whether or not ``triton`` was imported before (it imports it): interpreted kernels may
+    call ``triton.language``'s helpers even if they were decorated before
+    (:func:`_route_jit_calls`), and on triton 3.6 loop bounds read from arguments work
+    (:func:`_repair_interpreter_index`). A kernel decorated before this call is still compiled
+    for a GPU (see :func:`ensure_interpreted`, :func:`as_interpreted`). Do not call it in a
+    process that also runs ``torch.compile`` on a GPU: Inductor's Triton kernels would be
+    interpreted too; use :func:`interpreter` there.
+    """
+    import triton
+
+    os.environ[INTERPRET_ENV] = "1"
+    if not interpreter_on():  # triton.knobs.runtime.interpret was set to False from Python
+        triton.knobs.runtime.interpret = True
+    _prepare_interpreter()
+
+
+@contextlib.contextmanager
+def interpreter() -> Iterator[None]:
+    """Kernels decorated inside the block run under the interpreter; the variable (and Triton's
+    knob) are as before once it ends. The kernels stay interpreted after it."""
+    import triton
+
+    _prepare_interpreter()
+    before = os.environ.get(INTERPRET_ENV)
+    knob = triton.knobs.runtime.__dict__.get("interpret", _UNSET)
+    os.environ[INTERPRET_ENV] = "1"
+    triton.knobs.runtime.__dict__.pop("interpret", None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(INTERPRET_ENV, None)
+        else:
+            os.environ[INTERPRET_ENV] = before
+        if knob is not _UNSET:
+            triton.knobs.runtime.__dict__["interpret"] = knob
+
+
+_UNSET = object()
+
+
+def _jit_function(kernel: Any) -> Any:
+    """The ``JITFunction`` or ``InterpretedFunction`` under autotune/heuristics wrappers."""
+    seen = 0
+    while hasattr(kernel, "fn") and type(kernel).__name__ in {"Autotuner", "Heuristics"}:
+        kernel, seen = kernel.fn, seen + 1
+        if seen > 10:
+            break
+    return kernel
+
+
+def is_interpreted(kernel: Any) -> bool:
+    """Whether ``kernel`` (a ``@triton.jit`` function, possibly under ``@triton.autotune`` or
+    ``@triton.heuristics``) runs under the interpreter when launched."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(_jit_function(kernel), InterpretedFunction)
+
+
+def ensure_interpreted(kernel: Any) -> None:
+    """Raise unless ``kernel`` runs under the interpreter when launched.
+
+    Raises:
+        KernelNotInterpreted: the kernel was decorated while the interpreter was off, so it is
+            compiled for a GPU; the message says what to do.
+        TypeError: ``kernel`` is not a Triton kernel.
+    """
+    from triton.runtime.jit import JITFunction
+
+    base = _jit_function(kernel)
+    if is_interpreted(kernel):
+        return
+    if not isinstance(base, JITFunction):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
+    name = getattr(base, "__name__", "the kernel")
+    raise KernelNotInterpreted(
+        f"`{name}` was defined while Triton's interpreter was off, so it is compiled for a GPU "
+        f"and cannot run on CPU tensors. Turn the interpreter on first "
+        f"(grader.runtime.triton_cpu.use_interpreter(), or {INTERPRET_ENV}=1 before Python "
+        f"starts), then run the cell that defines `{name}` again: @triton.jit reads "
+        f"{INTERPRET_ENV} when it decorates a function, not when triton is imported."
+    )
+
+
+def as_interpreted(kernel: Any) -> Any:
+    """``kernel`` itself if it runs under the interpreter, else an interpreted copy of it.
+
+    For a kernel decorated while the interpreter was off (a ``JITFunction``): the copy runs the
+    same Python function under the interpreter, on CPU tensors, whatever ``TRITON_INTERPRET``
+    says. ``@triton.autotune``/``@triton.heuristics`` wrappers are dropped from the copy: pass
+    their meta-parameters (``BLOCK=...``) at launch.
+
+    Raises:
+        TypeError: ``kernel`` is not a Triton kernel.
+    """
+    from triton.runtime.jit import JITFunction
+
+    if is_interpreted(kernel):
+        return kernel
+    base = _jit_function(kernel)
+    if not isinstance(base, JITFunction):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
+    _prepare_interpreter()
+    return _interpreted_copy(base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting
+
+
+@dataclass
+class _Tensor:
+    """A tensor argument as the interpreter sees it: its extent in memory, in bytes."""
+
+    name: str
+    start: int
+    end: int
+    nbytes: int
+    loaded: int = 0
+    stored: int = 0
+    # Bytes of the extent touched at least once, allocated on first use.
+    read_map: Any = None
+    write_map: Any = None
+
+    def mark(self, addresses: Any, size: int, which: str) -> None:
+        import numpy as np
+
+        attr = "read_map" if which == "load" else "write_map"
+        bitmap = getattr(self, attr)
+        if bitmap is None:
+            bitmap = np.zeros(self.end - self.start, dtype=bool)
+            setattr(self, attr, bitmap)
+        offsets = (addresses - np.uint64(self.start)).astype(np.int64)
+        for b in range(size):
+            bitmap[offsets + b] = True
+
+
+def _tensor_extents(names_and_values: list[tuple[str, Any]]) -> list[_Tensor]:
+    """Each tensor argument's byte range; tuple items as ``name[i]``; descriptors by their base."""
+    out = []
+    for name, value in names_and_values:
+        if isinstance(value, tuple):
+            out += _tensor_extents([(f"{name}[{i}]", v) for i, v in enumerate(value)])
+            continue
+        if type(value).__name__ == "TensorDescriptor":
+            value = value.base
+        value = getattr(value, "base", value) if type(value).__name__ == "TensorWrapper" else value
+        if not hasattr(value, "data_ptr") or not hasattr(value, "element_size"):
+            continue
+        size = value.element_size()
+        if value.numel() == 0:
+            span = 0
+        else:
+            span = (sum((s - 1) * st for s, st in zip(value.shape, value.stride())) + 1) * size
+        start = value.data_ptr()
+        out.append(_Tensor(name, start, start + span, value.numel() * size))
+    return out
+
+
+def _element_bytes(ptrs: Any) -> int:
+    """Bytes of the element type a block of pointers points to (``int1`` counts as one byte, as
+    the interpreter's ``create_addptr`` steps it)."""
+    return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+
+
+class _Launch:
+    """The counts of one kernel launch while it runs."""
+
+    def __init__(self, kernel: str, tensors: list[_Tensor]) -> None:
+        self.kernel = kernel
+        self.tensors = tensors
+        self.grid: tuple[int, int, int] = (0, 0, 0)
+        self.out_of_bounds: list[OutOfBounds] = []
+        self.out_of_bounds_lanes = 0
+
+    def traffic(self) -> Traffic:
+        per = {
+            t.name: TensorTraffic(
+                t.loaded,
+                t.stored,
+                int(t.read_map.sum()) if t.read_map is not None else 0,
+                int(t.write_map.sum()) if t.write_map is not None else 0,
+                t.nbytes,
+            )
+            for t in self.tensors
+        }
+        return Traffic(
+            loads_bytes=sum(t.loaded for t in self.tensors),
+            stores_bytes=sum(t.stored for t in self.tensors),
+            per_tensor=per,
+            out_of_bounds=list(self.out_of_bounds),
+            out_of_bounds_lanes=self.out_of_bounds_lanes,
+            launches=[(self.kernel, self.grid)],
+        )
+
+    def where(self, address: int, home: _Tensor | None, size: int) -> str:
+        """Where an out-of-bounds address points, relative to the nearest tensor, in words."""
+        inside = [t for t in self.tensors if t.start <= address < t.end]
+        candidates = [home] if home is not None else self.tensors
+        if not candidates:
+            return f"at address {address:#x}, and the kernel was given no tensor"
+        near = min(candidates, key=lambda t: min(abs(address - t.start), abs(address - t.end)))
+        elements = f"{near.nbytes // size} elements of {size} bytes"
+        if address >= near.end:
+            k = (address - near.end) // size + 1
+            text = f"{k} element(s) past the end of `{near.name}` ({elements})"
+        elif address < near.start:
+            k = (near.start - address + size - 1) // size
+            text = f"{k} element(s) before the start of `{near.name}` ({elements})"
+        else:
+            text = f"inside `{near.name}` but not aligned with its elements"
+        if inside and home is not None and inside[0] is not home:
+            text += f", which is inside `{inside[0].name}`"
+        return text
+
+    def access(self, op: str, ptrs: Any, mask: Any, program_id: Any) -> tuple[Any, Any]:
+        """Count one load, store or atomic of the pointers ``ptrs`` (a ``TensorHandle`` of
+        addresses) under ``mask`` (None: every lane). Returns the mask of the lanes to perform
+        (active and inside the tensor) and the :class:`OutOfBounds` record, or None."""
+        import numpy as np
+
+        addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+        if mask is None:
+            active = np.ones(addresses.shape, dtype=bool)
+        else:
+            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        size = _element_bytes(ptrs)
+        lanes = addresses[active]
+        home, home_in = None, None
+        for t in self.tensors:
+            inside = (lanes >= np.uint64(t.start)) & (lanes + np.uint64(size) <= np.uint64(t.end))
+            if home_in is None or inside.sum() > home_in.sum():
+                home, home_in = t, inside
+        if home_in is None or not home_in.any():
+            home, home_in = None, np.zeros(lanes.shape, dtype=bool)
+        ok = np.zeros(addresses.shape, dtype=bool)
+        ok[active] = home_in
+        n_in = int(home_in.sum())
+        if home is not None and n_in:
+            if op in ("load", "atomic"):  # an atomic reads and writes each lane
+                home.loaded += n_in * size
+                home.mark(lanes[home_in], size, "load")
+            if op in ("store", "atomic"):
+                home.stored += n_in * size
+                home.mark(lanes[home_in], size, "store")
+        n_out = int(lanes.size - n_in)
+        if n_out:
+            self.out_of_bounds_lanes += n_out
+            first = int(lanes[~home_in].min())
+            record = OutOfBounds(
+                self.kernel, op, tuple(int(i) for i in program_id), n_out,
+                self.where(first, home, size),
+            )  # fmt: skip
+            if len(self.out_of_bounds) < MAX_OUT_OF_BOUNDS_RECORDS:
+                self.out_of_bounds.append(record)
+            return ok, record
+        return ok, None
+
+
+class TrafficLog(list):
+    """The launches counted by :func:`count_traffic`: one :class:`Traffic` per launch, in order."""
+
+    def total(self) -> Traffic:
+        """All launches added up (:meth:`Traffic.add`); an empty :class:`Traffic` for none."""
+        out = Traffic()
+        for t in self:
+            out = out.add(t)
+        return out
+
+
+_active: list[TrafficLog] = []
+
+
+@contextlib.contextmanager
+def count_traffic(
+    *, on_out_of_bounds: str = "record", interpret: bool = True
+) -> Iterator[TrafficLog]:
+    """Count the memory traffic of every Triton kernel launched inside the block.
+
+    ``with count_traffic() as log: y = student_add(x, w)`` runs the student's code as it is; every
+    launch (``kernel[grid](...)``) inside adds a :class:`Traffic` to ``log``, and
+    ``log.total()`` adds them up. Pass CPU tensors: the interpreter copies other devices'
+    tensors to the CPU and back.
+
+    Args:
+        on_out_of_bounds: ``"record"`` (default): an access outside the tensors is recorded in
+            :attr:`Traffic.out_of_bounds` and masked off (a load gives ``other`` or 0, a store
+            writes nothing), and the kernel goes on; ``"raise"``: the launch stops with
+            :class:`OutOfBoundsError`. Either way the memory is never touched.
+        interpret: also run kernels compiled for a GPU (decorated while the interpreter was off)
+            under the interpreter, inside the block only. With ``False`` such a launch raises
+            :class:`KernelNotInterpreted`.
+
+    Yields:
+        The :class:`TrafficLog`, filled as the kernels run.
+
+    Raises:
+        OutOfBoundsError: with ``on_out_of_bounds="raise"``, at the first access outside.
+        KernelNotInterpreted: with ``interpret=False``, for a kernel compiled for a GPU.
+        RuntimeError: a ``count_traffic`` block is already active (they do not nest).
+        ValueError: ``on_out_of_bounds`` is neither ``"record"`` nor ``"raise"``.
+    """
+    if on_out_of_bounds not in {"record", "raise"}:
+        raise ValueError(f'on_out_of_bounds must be "record" or "raise", not {on_out_of_bounds!r}')
+    if _active:
+        raise RuntimeError("count_traffic blocks do not nest; one is already counting")
+    from triton.runtime import interpreter as interp
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.jit import JITFunction
+
+    _prepare_interpreter()
+    log = TrafficLog()
+    builder = interp.interpreter_builder
+    executor = interp.GridExecutor
+    state: dict[str, _Launch | None] = {"launch": None}
+    orig_call, orig_init = executor.__call__, executor._init_args_hst
+    orig_jit_run = JITFunction.run
+    patched_builder = ["create_masked_load", "create_masked_store", "create_atomic_rmw",
+                       "create_atomic_cas", "set_grid_dim"]  # fmt: skip
+    saved_builder = {n: builder.__dict__[n] for n in patched_builder if n in builder.__dict__}
+    orig = {n: getattr(builder, n) for n in patched_builder}
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state["launch"] = _Launch(getattr(self.fn, "__name__", "kernel"), [])
+        try:
+            return orig_call(self, *args, **kwargs)
+        except InterpreterError as e:
+            if isinstance(e.__cause__, OutOfBoundsError):
+                raise e.__cause__ from None
+            raise
+        finally:
+            launch, state["launch"] = state["launch"], None
+            log.append(launch.traffic())
+
+    def init_args(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
+        named = list(zip(self.arg_names, args_hst)) + list(kwargs_hst.items())
+        if state["launch"] is not None:
+            state["launch"].tensors = _tensor_extents(named)
+        return args_hst, kwargs_hst
+
+    def counted(op: str, ptrs: Any, mask: Any) -> Any:
+        launch = state["launch"]
+        if launch is None:  # a launch that did not go through GridExecutor: nothing to attribute
+            return None
+        ok, record = launch.access(op, ptrs, mask, builder.grid_idx)
+        if record is not None and on_out_of_bounds == "raise":
+            raise OutOfBoundsError(record)
+        return interp.TensorHandle(ok, interp.tl.int1)
+
+    def masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+        mask = _or(counted("load", ptrs, mask), mask)
+        return orig["create_masked_load"](
+            ptrs, mask, other, cache_modifier, eviction_policy, is_volatile
+        )
+
+    def masked_store(ptrs, value, mask, cache_modifier, eviction_policy):
+        mask = _or(counted("store", ptrs, mask), mask)
+        return orig["create_masked_store"](ptrs, value, mask, cache_modifier, eviction_policy)
+
+    def atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
+        mask = _or(counted("atomic", ptr, mask), mask)
+        return orig["create_atomic_rmw"](rmw_op, ptr, val, mask, sem, scope)
+
+    def atomic_cas(ptr, cmp, val, sem, scope):
+        launch = state["launch"]
+        if launch is not None:
+            ok, record = launch.access("atomic", ptr, None, builder.grid_idx)
+            if record is not None:  # no mask to switch the lanes off: never dereference them
+                raise OutOfBoundsError(record)
+        return orig["create_atomic_cas"](ptr, cmp, val, sem, scope)
+
+    def set_grid_dim(nx, ny, nz):
+        if state["launch"] is not None:
+            state["launch"].grid = (int(nx), int(ny), int(nz))
+        return orig["set_grid_dim"](nx, ny, nz)
+
+    def jit_run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
+        if not interpret:
+            ensure_interpreted(self)
+        return _interpreted_copy(self).run(*args, grid=grid, warmup=warmup, **kwargs)
+
+    _active.append(log)
+    try:
+        executor.__call__, executor._init_args_hst = call, init_args
+        JITFunction.run = jit_run
+        builder.create_masked_load = masked_load
+        builder.create_masked_store = masked_store
+        builder.create_atomic_rmw = atomic_rmw
+        builder.create_atomic_cas = atomic_cas
+        builder.set_grid_dim = set_grid_dim
+        yield log
+    finally:
+        executor.__call__, executor._init_args_hst = orig_call, orig_init
+        JITFunction.run = orig_jit_run
+        for n in patched_builder:
+            builder.__dict__.pop(n, None)
+        builder.__dict__.update(saved_builder)
+        _active.pop()
+
+
+def _or(mask: Any, fallback: Any) -> Any:
+    """``mask`` unless None (a ``TensorHandle``'s truth value is that of all its lanes)."""
+    return fallback if mask is None else mask
+
+
+def run_counted(
+    kernel: Any,
+    grid: tuple[int, ...] | Callable[[dict], tuple[int, ...]],
+    *args: Any,
+    **kwargs: Any,
+) -> Traffic:
+    """Launch ``kernel[grid](*args, **kwargs)`` under the interpreter and return its traffic.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel (interpreted or not: see :func:`count_traffic`).
+        grid: the launch grid, a tuple of up to three ints or a function of the kernel's
+            arguments returning one, as for ``kernel[grid]``.
+        *args, **kwargs: the kernel's arguments: CPU tensors, ints, floats, constexprs.
+
+    Returns:
+        The launch's :class:`Traffic` (bytes loaded and stored, per tensor, out of bounds).
+
+    Raises:
+        As :func:`count_traffic` with its defaults; anything the kernel raises, as the
+        interpreter wraps it (``triton.runtime.errors.InterpreterError``).
+    """
+    with count_traffic() as log:
+        kernel[grid](*args, **kwargs)
+    return log.total()

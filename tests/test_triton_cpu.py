@@ -1,0 +1,384 @@
+"""Triton kernels under the interpreter on the CPU: ``grader.runtime.triton_cpu``'s traffic counter.
+
+Each kernel's expected bytes are computed here from its shapes and blocks, independently of the
+counter. The kernels are decorated inside ``triton_cpu.interpreter()``, so this process's
+``TRITON_INTERPRET`` is left as it was (other tests may run Inductor's real kernels on a GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+from grader.runtime import triton_cpu as tc  # noqa: E402
+
+F32 = 4  # bytes per float32 element
+
+with tc.interpreter():
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        y = tl.load(y_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + y, mask=mask)
+
+    @triton.jit
+    def add_kernel_no_mask(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+
+    @triton.jit
+    def softmax_once(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * stride + cols, e / tl.sum(e, axis=0), mask=mask)
+
+    @triton.jit
+    def softmax_twice(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+        m = tl.max(x, axis=0)
+        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"))  # again
+        e = tl.exp(x - m)
+        tl.store(out_ptr + row * stride + cols, e / tl.sum(e, axis=0), mask=mask)
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            rk = k0 + tl.arange(0, BK)
+            a_mask = (rm[:, None] < M) & (rk[None, :] < K)
+            b_mask = (rk[:, None] < K) & (rn[None, :] < N)
+            a = tl.load(a_ptr + rm[:, None] * sam + rk[None, :] * sak, mask=a_mask, other=0.0)
+            b = tl.load(b_ptr + rk[:, None] * sbk + rn[None, :] * sbn, mask=b_mask, other=0.0)
+            acc += tl.dot(a, b)
+        c_mask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=c_mask)
+
+    @triton.jit
+    def sum_kernel(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        tl.atomic_add(total_ptr, tl.sum(x, axis=0))
+
+
+def _compiled_add_kernel():
+    """The masked add, decorated with the interpreter off: a kernel compiled for a GPU."""
+    before = os.environ.get(tc.INTERPRET_ENV)
+    os.environ[tc.INTERPRET_ENV] = "0"
+    try:
+
+        @triton.jit
+        def compiled_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < n
+            x = tl.load(x_ptr + offsets, mask=mask)
+            tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    finally:
+        if before is None:
+            os.environ.pop(tc.INTERPRET_ENV)
+        else:
+            os.environ[tc.INTERPRET_ENV] = before
+    return compiled_add
+
+
+def _add(kernel, n, block, grid=None):
+    torch.manual_seed(0)
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.full((n,), 7.0)  # a sentinel: what no store overwrote stays 7
+    grid = (triton.cdiv(n, block),) if grid is None else grid
+    traffic = tc.run_counted(kernel, grid, x, y, out, n, BLOCK=block)
+    return traffic, x, y, out
+
+
+@pytest.mark.parametrize("n", [1000, 1, 0, 256])
+def test_masked_add_loads_two_and_stores_one_element_per_index(n):
+    """loads = 2·n·4 bytes and stores = n·4 for n not a multiple of BLOCK, one element, empty."""
+    traffic, x, y, out = _add(add_kernel, n, 128)
+    assert traffic.in_bounds and traffic.out_of_bounds == []
+    assert (traffic.loads_bytes, traffic.stores_bytes) == (2 * n * F32, n * F32)
+    assert traffic.per_tensor["x_ptr"] == tc.TensorTraffic(n * F32, 0, n * F32, 0, n * F32)
+    assert traffic.per_tensor["out_ptr"].distinct_stored_bytes == n * F32
+    assert traffic.launches == [("add_kernel", (triton.cdiv(n, 128), 1, 1))]
+    torch.testing.assert_close(out, x + y)
+
+
+def test_add_without_mask_is_reported_out_of_bounds_and_touches_nothing_outside():
+    """The missing mask: the last block's 24 lanes past n are reported for each of the three
+    pointers, never dereferenced; the in-bounds lanes are counted and computed as usual."""
+    n, block = 1000, 128
+    past = triton.cdiv(n, block) * block - n
+    traffic, x, y, out = _add(add_kernel_no_mask, n, block)
+    assert not traffic.in_bounds
+    assert traffic.out_of_bounds_lanes == 3 * past
+    assert [(r.op, r.lanes, r.program_id) for r in traffic.out_of_bounds] == [
+        ("load", past, (7, 0, 0)),
+        ("load", past, (7, 0, 0)),
+        ("store", past, (7, 0, 0)),
+    ]
+    assert "past the end of `x_ptr`" in traffic.out_of_bounds[0].describe()
+    assert "mask" in traffic.out_of_bounds[0].describe()
+    assert (traffic.loads_bytes, traffic.stores_bytes) == (2 * n * F32, n * F32)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_add_without_mask_is_in_bounds_when_n_is_a_multiple_of_block():
+    """No false alarm: the same kernel is fine where every lane is inside."""
+    traffic, x, y, out = _add(add_kernel_no_mask, 512, 128)
+    assert traffic.in_bounds
+    assert traffic.loads_bytes == 2 * 512 * F32
+
+
+def test_reading_past_one_tensor_into_its_neighbour_is_out_of_bounds():
+    """Two views of one buffer, side by side: lanes past the end of `x_ptr` land inside `y_ptr`'s
+    memory, and are still out of bounds (a load belongs to the tensor most of its lanes hit)."""
+    n, block = 100, 64
+    buffer = torch.arange(2.0 * block * 2)
+    x, y = buffer[:n], buffer[n : 2 * n]
+    out = torch.zeros(n)
+    traffic = tc.run_counted(add_kernel_no_mask, (2,), x, y, out, n, BLOCK=block)
+    first = traffic.out_of_bounds[0]
+    assert first.op == "load" and first.lanes == 2 * block - n
+    assert "past the end of `x_ptr`" in first.where and "inside `y_ptr`" in first.where
+
+
+def test_raise_mode_stops_at_the_first_out_of_bounds_access():
+    x, y, out = torch.randn(100), torch.randn(100), torch.zeros(100)
+    with pytest.raises(tc.OutOfBoundsError, match=r"past the end of `x_ptr`") as info:
+        with tc.count_traffic(on_out_of_bounds="raise"):
+            add_kernel_no_mask[(2,)](x, y, out, 100, BLOCK=64)
+    assert info.value.record.lanes == 28
+    with pytest.raises(ValueError, match="record"):
+        with tc.count_traffic(on_out_of_bounds="ignore"):
+            pass
+
+
+def test_grid_missing_the_last_block_leaves_the_output_partly_unwritten():
+    """grid = n // BLOCK, not cdiv(n, BLOCK): stores < n·4 and the tail keeps its old value."""
+    n, block = 1000, 128
+    traffic, x, y, out = _add(add_kernel, n, block, grid=(n // block,))
+    written = (n // block) * block
+    assert traffic.in_bounds
+    assert traffic.stores_bytes == written * F32 < n * F32
+    assert traffic.per_tensor["out_ptr"].distinct_stored_bytes == written * F32
+    assert traffic.per_tensor["out_ptr"].nbytes == n * F32
+    assert torch.equal(out[written:], torch.full((n - written,), 7.0))
+
+
+def test_softmax_reading_each_row_twice_loads_twice_the_bytes():
+    """Same values, same distinct bytes; the second read of each row costs M·N·4 more bytes."""
+    rows, cols, block = 6, 100, 128
+    x = torch.randn(rows, cols)
+    counted = {}
+    for kernel in (softmax_once, softmax_twice):
+        out = torch.empty_like(x)
+        counted[kernel] = tc.run_counted(kernel, (rows,), x, out, x.stride(0), cols, BLOCK=block)
+        torch.testing.assert_close(out, torch.softmax(x, dim=1))
+    once, twice = counted[softmax_once], counted[softmax_twice]
+    assert once.loads_bytes == rows * cols * F32 and once.stores_bytes == rows * cols * F32
+    assert twice.loads_bytes - once.loads_bytes == rows * cols * F32
+    assert twice.per_tensor["x_ptr"].distinct_loaded_bytes == rows * cols * F32
+
+
+def test_tiled_matmul_loads_what_its_tiling_implies():
+    """Each (pid_m, pid_n) program loads, per K block, its A tile and its B tile, masked at the
+    edges: the expected bytes are counted here tile by tile from the shapes and blocks."""
+    M, N, K, BM, BN, BK = 40, 36, 50, 16, 16, 16
+    torch.manual_seed(0)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    c = torch.empty(M, N)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    traffic = tc.run_counted(
+        matmul_kernel, grid, a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+        BM=BM, BN=BN, BK=BK,
+    )  # fmt: skip
+    a_bytes = b_bytes = 0
+    for pm in range(grid[0]):
+        rows = min(BM, M - pm * BM)
+        for pn in range(grid[1]):
+            cols_ = min(BN, N - pn * BN)
+            for k0 in range(0, K, BK):
+                depth = min(BK, K - k0)
+                a_bytes += rows * depth * F32
+                b_bytes += depth * cols_ * F32
+    assert traffic.per_tensor["a_ptr"].loaded_bytes == a_bytes
+    assert traffic.per_tensor["b_ptr"].loaded_bytes == b_bytes
+    assert traffic.loads_bytes == a_bytes + b_bytes
+    # every A element is read once per column block, every B element once per row block
+    assert a_bytes == grid[1] * M * K * F32 and b_bytes == grid[0] * K * N * F32
+    assert traffic.stores_bytes == M * N * F32 and traffic.in_bounds
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    c2 = torch.empty(M, N)  # uncounted, with a loop bound read from an argument (triton 3.6 too)
+    matmul_kernel[grid](
+        a, b, c2, M, N, K, *a.stride(), *b.stride(), *c2.stride(), BM=BM, BN=BN, BK=BK
+    )
+    torch.testing.assert_close(c2, c)
+
+
+def test_an_atomic_add_reads_and_writes_its_element_once_per_program():
+    n, block = 300, 128
+    x, total = torch.randn(n), torch.zeros(1)
+    traffic = tc.run_counted(sum_kernel, (triton.cdiv(n, block),), x, total, n, BLOCK=block)
+    programs = triton.cdiv(n, block)
+    assert traffic.per_tensor["total_ptr"] == tc.TensorTraffic(
+        programs * F32, programs * F32, F32, F32, F32
+    )
+    assert traffic.per_tensor["x_ptr"].loaded_bytes == n * F32
+    torch.testing.assert_close(total, x.sum().reshape(1), atol=1e-4, rtol=1e-4)
+
+
+def test_a_wrapper_that_launches_twice_is_logged_per_launch():
+    """The check runs a student's function, not the kernel: every launch inside is logged."""
+
+    def add3(x, y, z):
+        tmp, out = torch.empty_like(x), torch.empty_like(x)
+        grid = (triton.cdiv(x.numel(), 64),)
+        add_kernel[grid](x, y, tmp, x.numel(), BLOCK=64)
+        add_kernel[grid](tmp, z, out, x.numel(), BLOCK=64)
+        return out
+
+    x, y, z = torch.randn(100), torch.randn(100), torch.randn(100)
+    with tc.count_traffic() as log:
+        out = add3(x, y, z)
+    torch.testing.assert_close(out, x + y + z)
+    assert len(log) == 2 and [t.loads_bytes for t in log] == [800, 800]
+    total = log.total()
+    assert (total.loads_bytes, total.stores_bytes) == (1600, 800)
+    assert total.per_tensor["x_ptr"].loaded_bytes == 800
+    assert [name for name, _ in total.launches] == ["add_kernel", "add_kernel"]
+
+
+def _pristine():
+    """Triton's interpreter and JIT entry points as they are outside a count_traffic block."""
+    from triton.runtime import interpreter as interp
+    from triton.runtime.jit import JITFunction
+
+    names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "set_grid_dim")
+    return (
+        interp.GridExecutor.__call__,
+        interp.GridExecutor._init_args_hst,
+        JITFunction.run,
+        JITFunction.__call__,
+        {n: n in vars(interp.interpreter_builder) for n in names},
+    )
+
+
+def test_the_wrappers_are_removed_afterwards_even_after_an_error():
+    before = _pristine()
+    assert not any(before[-1].values())
+    traffic, *_ = _add(add_kernel, 300, 128)
+    assert _pristine() == before
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    with pytest.raises(tc.OutOfBoundsError):
+        with tc.count_traffic(on_out_of_bounds="raise"):
+            add_kernel_no_mask[(3,)](x, y, out, 300, BLOCK=128)
+    assert _pristine() == before
+    add_kernel[(3,)](x, y, out, 300, BLOCK=128)  # uncounted: runs as usual
+    torch.testing.assert_close(out, x + y)
+    again, *_ = _add(add_kernel, 300, 128)
+    assert again == traffic
+    with tc.count_traffic(), pytest.raises(RuntimeError, match="do not nest"):
+        with tc.count_traffic():
+            pass
+
+
+def test_a_kernel_compiled_for_a_gpu_is_named_and_still_counted_under_the_interpreter():
+    compiled = _compiled_add_kernel()
+    assert not tc.is_interpreted(compiled) and tc.is_interpreted(add_kernel)
+    with pytest.raises(tc.KernelNotInterpreted, match=r"run the cell that defines `compiled_add`"):
+        tc.ensure_interpreted(compiled)
+    tc.ensure_interpreted(add_kernel)
+    traffic, x, y, out = _add(compiled, 300, 128)
+    assert (traffic.loads_bytes, traffic.stores_bytes) == (2400, 1200)
+    torch.testing.assert_close(out, x + y)
+    with pytest.raises(tc.KernelNotInterpreted), tc.count_traffic(interpret=False):
+        compiled[(3,)](x, y, out, 300, BLOCK=128)
+
+
+def test_interpreter_block_restores_the_environment():
+    before = os.environ.get(tc.INTERPRET_ENV)
+    with tc.interpreter():
+        assert tc.interpreter_on()
+    assert os.environ.get(tc.INTERPRET_ENV) == before
+
+
+def test_use_interpreter_after_triton_and_inductor_were_imported(tmp_path):
+    """In a fresh process that imported torch._inductor (and so triton) first: setting the
+    variable late makes new kernels interpreted, but the library's own @jit helpers (tl.zeros,
+    tl.sum) were compiled at import and an interpreted kernel cannot call them;
+    use_interpreter() makes that work, names a kernel decorated too early, and as_interpreted()
+    runs that one anyway."""
+    script = tmp_path / "late.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os
+            import torch, torch._inductor, triton, triton.language as tl
+            from grader.runtime import triton_cpu as tc
+
+            @triton.jit
+            def early(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr + tl.arange(0, BLOCK), tl.arange(0, BLOCK).to(tl.float32))
+
+            assert not tc.interpreter_on()
+            os.environ["TRITON_INTERPRET"] = "1"  # late, by hand
+
+            @triton.jit
+            def late(x_ptr, BLOCK: tl.constexpr):
+                offsets = tl.arange(0, BLOCK)
+                x = tl.zeros((BLOCK,), dtype=tl.float32) + offsets
+                tl.store(x_ptr + offsets, x + tl.sum(x, axis=0) * 0)
+
+            x = torch.zeros(8)
+            try:
+                late[(1,)](x, BLOCK=8)
+            except Exception as e:
+                print("BY HAND:", e)
+            tc.use_interpreter()
+            late[(1,)](x, BLOCK=8)
+            assert x.tolist() == list(range(8)), x
+            print("LATE OK", type(late).__name__)
+            try:
+                tc.ensure_interpreted(early)
+            except tc.KernelNotInterpreted as e:
+                print("EARLY:", e)
+            y = torch.zeros(8)
+            tc.as_interpreted(early)[(1,)](y, BLOCK=8)
+            assert y.tolist() == list(range(8)), y
+            print("EARLY OK")
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != tc.INTERPRET_ENV}
+    repo = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "BY HAND: RuntimeError(\"Cannot call @triton.jit'd outside" in done.stdout
+    assert "LATE OK InterpretedFunction" in done.stdout
+    assert "EARLY: `early` was defined while Triton's interpreter was off" in done.stdout
+    assert "EARLY OK" in done.stdout
