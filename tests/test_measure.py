@@ -146,3 +146,137 @@ def test_a_gpu_run_keeps_each_group_as_it_finishes_and_survives_a_failing_one(
     assert "Traceback" in printed.err
     with pytest.raises(RuntimeError):  # without a callback the failure propagates
         measure.measure(["broken"])
+
+
+# --------------------------------------------------------------------------- 12_triton's group
+TRITON_FIGURES = {
+    "triton_bias_gelu_vs_torch": ("x", None),
+    "triton_softmax_bandwidth": ("GB/s", "memory"),
+    "triton_matmul_tflops": ("TFLOP/s", "tflops:fp16"),
+}
+
+
+class _TorchKernels:
+    """Stands in for 12_triton's reference (solutions/12_triton) on the CPU: the same contract
+    (bias_gelu, softmax_rows, matmul), computed by torch."""
+
+    @staticmethod
+    def bias_gelu(x, bias):
+        return torch.nn.functional.gelu(x + bias, approximate="tanh")
+
+    @staticmethod
+    def softmax_rows(x):
+        return torch.softmax(x, -1)
+
+    @staticmethod
+    def matmul(a, b):
+        return (a.float() @ b.float()).to(a.dtype)
+
+
+@pytest.fixture
+def small_triton_group(monkeypatch):
+    """The triton group on the CPU at toy sizes with torch's kernels (no timing rule changed:
+    median_ms still warms up and takes the median; it is only made short)."""
+    monkeypatch.setattr(measure, "TRITON_BIAS_GELU_SHAPE", (64, 48))
+    monkeypatch.setattr(measure, "TRITON_SOFTMAX_ROWS", 16)
+    monkeypatch.setattr(measure, "TRITON_SOFTMAX_N", (32, 100))
+    monkeypatch.setattr(measure, "TRITON_MATMUL_N", 32)
+    monkeypatch.setattr(measure, "_triton_reference", lambda: _TorchKernels)
+    fast = measure.median_ms
+    monkeypatch.setattr(measure, "median_ms", lambda fn, **kw: fast(fn, min_run_time=0.01))
+
+
+def test_the_triton_group_is_listed_with_its_figures_units_and_peaks():
+    import inspect
+    import re
+
+    groups = {name: fn for name, _, fn in measure.GPU_FIGURES}
+    assert "triton" in groups
+    source = inspect.getsource(groups["triton"])
+    assert set(re.findall(r'Figure\(\s*"([A-Za-z0-9_]+)"', source)) == set(TRITON_FIGURES)
+    h100 = measure.find_peak("NVIDIA H100 80GB HBM3")
+    for unit, peak in TRITON_FIGURES.values():
+        assert unit in ("x", "GB/s", "TFLOP/s")  # Figure's units
+        assert peak is None or measure.peak_value(h100, peak) is not None, peak
+    # the reference is the course's, loaded as the checks load it: no copy of the kernels here
+    assert 'reference("12_triton")' in inspect.getsource(measure._triton_reference)
+    assert "@triton.jit" not in inspect.getsource(measure)
+
+
+def test_the_triton_group_measures_its_three_figures_and_records_round_trip(
+    small_triton_group, tmp_path, monkeypatch
+):
+    measure._PLOTS_OVERRIDE.append(tmp_path)
+    try:
+        figures = measure._triton(device="cpu")
+    finally:
+        measure._PLOTS_OVERRIDE.pop()
+    got = {f.figure: f for f in figures}
+    assert set(got) == set(TRITON_FIGURES)
+    for name, (unit, peak) in TRITON_FIGURES.items():
+        assert got[name].unit == unit and got[name].peak == peak and got[name].value > 0
+    assert got["triton_matmul_tflops"].extra["cublas_tflops"] > 0
+    assert "cuBLAS" in got["triton_matmul_tflops"].note
+    softmax = got["triton_softmax_bandwidth"].extra
+    assert softmax["n"] == [32, 100] and len(softmax["torch_gb_s"]) == 2
+    assert (tmp_path / "triton_softmax_bandwidth.png").is_file()
+    # as `measure` records them on a GPU, and as the notebook reads them back
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    out = tmp_path / "recorded.json"
+    measure.merge(out, measure.records(figures))
+    monkeypatch.setattr(recorded, "RECORDED_FILE", out)
+    softmax_rec = recorded.lookup("triton_softmax_bandwidth")
+    assert softmax_rec["peak"] == 3350.0 and softmax_rec["fraction_of_peak"] > 0
+    assert recorded.lookup("triton_matmul_tflops")["peak"] == 989.4
+    assert "fraction_of_peak" not in recorded.lookup("triton_bias_gelu_vs_torch")
+    text = recorded.describe("triton_matmul_tflops", "the Triton matmul")
+    assert text.startswith("Recorded on a real GPU: the Triton matmul = ") and "cuBLAS" in text
+
+
+def test_a_failing_triton_kernel_keeps_the_other_figures_and_says_why(
+    small_triton_group, tmp_path, monkeypatch
+):
+    class Broken(_TorchKernels):
+        @staticmethod
+        def softmax_rows(x):  # the unstable / wrong one: never timed
+            return torch.exp(x) / 2
+
+        @staticmethod
+        def matmul(a, b):
+            raise RuntimeError("CompilationError: at 12:8: incompatible types")
+
+    monkeypatch.setattr(measure, "_triton_reference", lambda: Broken)
+    with pytest.raises(measure.GroupFailed) as failed:
+        measure._triton(device="cpu")
+    assert [f.figure for f in failed.value.figures] == ["triton_bias_gelu_vs_torch"]
+    assert "softmax_rows: AssertionError: softmax_rows at N = 32: relative error" in str(
+        failed.value
+    )
+    assert "matmul: RuntimeError: CompilationError" in str(failed.value)
+    assert isinstance(failed.value.__cause__, AssertionError)
+
+
+def test_a_group_that_fails_part_way_keeps_what_it_measured(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "recorded.json"
+
+    def partial():
+        kept = [measure.Figure("triton_bias_gelu_vs_torch", 2.0, "x")]
+        raise measure.GroupFailed("matmul: CompilationError: ...", kept)
+
+    monkeypatch.setattr(measure, "GPU_FIGURES", [("triton", "", partial)])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    assert measure.main(None, out) == 1
+    assert [r["figure"] for r in json.loads(out.read_text())] == ["triton_bias_gelu_vs_torch"]
+    assert "triton: GroupFailed: matmul: CompilationError" in capsys.readouterr().out
+
+
+def test_the_triton_group_refuses_to_time_interpreted_kernels(monkeypatch):
+    from grader.runtime import triton_cpu
+
+    pytest.importorskip("triton")
+    monkeypatch.setattr(triton_cpu, "interpreter_on", lambda: True)
+    with pytest.raises(RuntimeError, match="interpreter is on"):
+        measure._triton_reference()

@@ -138,3 +138,16 @@ def test_format_value():
     assert recorded.format_value({"value": 989, "unit": "TFLOP/s"}) == "989 TFLOP/s"
     assert recorded.format_value({"value": [1.5, 2], "unit": "x"}) == "1.5-2x"
     assert recorded.format_value({"value": 3, "unit": "x", "qualifier": "nearly"}) == "nearly 3x"
+
+
+def test_12_triton_ceilings_are_the_peaks_the_measure_command_divides_by():
+    """The triton group's figures are shown against the same H100 SXM peaks `measure` uses for
+    their ratio to peak: HBM bandwidth for the softmax, dense fp16 Tensor Cores for the matmul."""
+    h100 = measure.find_peak("NVIDIA H100 80GB HBM3")
+    for figure, key in (("triton_softmax_bandwidth", "memory"),
+                        ("triton_matmul_tflops", "tflops:fp16")):  # fmt: skip
+        entry = recorded.published(figure)
+        assert entry["kind"] == "peak" and "H100 SXM" in entry["device"]
+        assert entry["value"] == pytest.approx(measure.peak_value(h100, key), rel=0.02), figure
+    fused = recorded.published("triton_bias_gelu_vs_torch")
+    assert fused["kind"] == "statement" and "separate kernel for each operation" in fused["stated"]

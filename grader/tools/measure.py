@@ -9,6 +9,13 @@ ratio to it, and on a CUDA machine writes the records to ``images/recorded_figur
 (read by :mod:`grader.runtime.recorded`, which the notebooks use to show recorded figures when they run
 without a GPU) and the plots to ``images/measured/``.
 
+The ``triton`` group times 12_triton's reference kernels (``solutions/12_triton``, loaded as
+the checks load them) against torch; it compiles them on a fresh machine (an empty Triton cache)
+and autotunes the matmul: about 20-40 s on an H100, an estimate from the work, not yet a
+measurement (about 10 compilations of 1-3 s each, the matmul's autotuning, 16 timings of about
+0.3 s), against about 50 s for all the other groups together on an H200 (2026-11-26).
+``.ci/gpu-lease``'s ``MEASURE_S`` (170 s by default) covers both.
+
 On a machine without CUDA it measures what a CPU can show (so the command and its output are
 tested on CI), lists the figures that need a GPU, writes nothing to the recorded file unless
 ``--out`` names another file, and exits 0.
@@ -558,6 +565,155 @@ def _timeline_plot(steps) -> None:
     plt.close(fig)
 
 
+# --------------------------------------------------------------------------- 12_triton's figures
+class GroupFailed(RuntimeError):
+    """A figure group that failed part-way: ``figures`` holds what it measured before (kept and
+    recorded like a finished group's), ``__cause__`` the failure."""
+
+    def __init__(self, message: str, figures: list[Figure]) -> None:
+        super().__init__(message)
+        self.figures = figures
+
+
+#: Sizes of the ``triton`` group (module constants so that a test can shrink them).
+TRITON_BIAS_GELU_SHAPE = (8192, 8192)  # float32: 256 MiB in, 256 MiB out
+TRITON_SOFTMAX_ROWS = 4096
+TRITON_SOFTMAX_N = (256, 512, 1024, 2048, 4096, 8192)  # the figure is at the last: 128 MiB in
+TRITON_MATMUL_N = 4096
+
+
+def _triton_reference():
+    """12_triton's reference kernels, loaded from ``solutions/12_triton`` as the checks load
+    them (:func:`grader.runtime.course.reference`): ``bias_gelu``, ``softmax_rows``, ``matmul``.
+
+    Raises:
+        RuntimeError: ``triton`` is not installed, or Triton's interpreter is on (the kernels
+            would run on the CPU through the interpreter, not compiled for this GPU).
+        ValueError: the course has no ``12_triton`` assignment (its solutions/ notebook).
+    """
+    try:
+        import triton  # noqa: F401 - present with torch's CUDA wheels
+    except ImportError as exc:
+        raise RuntimeError(f"triton is not installed ({exc}): 12_triton's figures need it") from exc
+    from grader.runtime.course import reference
+    from grader.runtime.triton_cpu import interpreter_on
+
+    if interpreter_on():
+        raise RuntimeError("Triton's interpreter is on (TRITON_INTERPRET=1): the kernels would "
+                           "run on the CPU, not compiled for the GPU; unset it to measure")  # fmt: skip
+    ref = reference("12_triton")
+    if interpreter_on():  # the reference's cells turned it on while their kernels were decorated
+        raise RuntimeError("12_triton's reference turned Triton's interpreter on: its kernels "
+                           "are interpreted, not compiled for the GPU")  # fmt: skip
+    return ref
+
+
+def _same(name: str, got: torch.Tensor, want: torch.Tensor, tol: float) -> None:
+    """Refuse to time a kernel whose result is wrong (a fast wrong kernel is no figure)."""
+    if got.shape != want.shape:
+        raise AssertionError(f"{name}: shape {tuple(got.shape)}, torch gives {tuple(want.shape)}")
+    err = ((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-12)).item()
+    if not err <= tol:  # also catches NaN
+        raise AssertionError(f"{name}: relative error {err:.2e} against torch (at most {tol:g})")
+
+
+def _triton(device: str = "cuda") -> list[Figure]:
+    """12_triton's kernels (its reference solution) against torch on the same run, each result
+    first checked against torch's:
+
+    * ``bias_gelu`` on x (8192, 8192) float32 + bias (8192,) vs eager
+      ``F.gelu(x + bias, approximate="tanh")`` (two kernels and an intermediate tensor):
+      speed-up = torch's time / Triton's;
+    * ``softmax_rows`` on 4096 rows of N float32 (N = 256 ... 8192) vs ``torch.softmax``:
+      GB/s = bytes read once and written once (2 · rows · N · 4) / time; the figure is at
+      N = 8192 (128 MiB each way, more than any GPU's L2), with its ratio to the HBM peak; the
+      curves go to ``images/measured/triton_softmax_bandwidth.png``;
+    * ``matmul`` at 4096³ float16 (float32 accumulation; the reference autotunes its blocks on
+      the first call, the warm-up) vs cuBLAS ``torch.matmul``: TFLOP/s = 2 · n³ / time.
+
+    Each part is timed with :func:`median_ms` after a warm-up call (which compiles). A failing
+    part (triton cannot compile: ``triton.compiler.errors.CompilationError``; too many
+    resources: ``triton.runtime.errors.OutOfResources``; a wrong result: ``AssertionError``)
+    does not stop the others: the group raises :class:`GroupFailed` at the end, carrying the
+    figures it measured.
+    """
+    import torch.nn.functional as F
+
+    ref = _triton_reference()
+    figures: list[Figure] = []
+    errors: list[str] = []
+    first: BaseException | None = None
+
+    def part(name: str, fn: Callable[[], list[Figure]]) -> None:
+        nonlocal first
+        try:
+            figures.extend(fn())
+        except Exception as exc:  # noqa: BLE001 - reported through GroupFailed
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            first = first or exc
+
+    def bias_gelu() -> list[Figure]:
+        rows, cols = TRITON_BIAS_GELU_SHAPE
+        x = torch.randn(rows, cols, device=device)
+        bias = torch.randn(cols, device=device)
+        _same("bias_gelu", ref.bias_gelu(x, bias), F.gelu(x + bias, approximate="tanh"), 1e-4)
+        eager = median_ms(lambda: F.gelu(x + bias, approximate="tanh"))
+        fused = median_ms(lambda: ref.bias_gelu(x, bias))
+        gb_s = 2 * x.numel() * 4 / (fused / 1e3) / 1e9
+        return [Figure("triton_bias_gelu_vs_torch", eager / fused, "x", None,
+                       f"x ({rows}, {cols}) float32 + bias: eager F.gelu(x + bias, "
+                       f"approximate='tanh') {eager:.3f} ms / Triton bias_gelu {fused:.3f} ms "
+                       f"(one kernel, {gb_s:.0f} GB/s read + written)",
+                       {"torch_ms": round(eager, 4), "triton_ms": round(fused, 4),
+                        "triton_gb_s": round(gb_s, 1), "shape": [rows, cols]})]  # fmt: skip
+
+    def softmax() -> list[Figure]:
+        rows = TRITON_SOFTMAX_ROWS
+        curves: dict[str, list[float]] = {"Triton softmax_rows": [], "torch.softmax": []}
+        for n in TRITON_SOFTMAX_N:
+            x = torch.randn(rows, n, device=device)
+            _same(f"softmax_rows at N = {n}", ref.softmax_rows(x), torch.softmax(x, -1), 1e-4)
+            moved = 2 * x.numel() * x.element_size()
+            for label, fn in (("Triton softmax_rows", lambda x=x: ref.softmax_rows(x)),
+                              ("torch.softmax", lambda x=x: torch.softmax(x, -1))):  # fmt: skip
+                curves[label].append(moved / (median_ms(fn) / 1e3) / 1e9)
+        peak = find_peak(torch.cuda.get_device_name()) if device == "cuda" else None
+        _plot("triton_softmax_bandwidth.png", f"row softmax of {rows} x N float32",
+              "N (columns)", "GB/s (read + written once)",
+              {k: (list(TRITON_SOFTMAX_N), v) for k, v in curves.items()}, logx=True,
+              hline=("HBM peak", peak.memory_gb_s) if peak else None)  # fmt: skip
+        triton_gb_s, torch_gb_s = curves["Triton softmax_rows"], curves["torch.softmax"]
+        n = TRITON_SOFTMAX_N[-1]
+        return [Figure("triton_softmax_bandwidth", triton_gb_s[-1], "GB/s", "memory",
+                       f"Triton softmax_rows, {rows} x {n} float32, bytes read + written once "
+                       f"/ time; torch.softmax {torch_gb_s[-1]:.0f} GB/s on the same",
+                       {"rows": rows, "n": list(TRITON_SOFTMAX_N),
+                        "triton_gb_s": [round(v, 3) for v in triton_gb_s],
+                        "torch_gb_s": [round(v, 3) for v in torch_gb_s]})]  # fmt: skip
+
+    def matmul() -> list[Figure]:
+        n = TRITON_MATMUL_N
+        a = torch.randn(n, n, device=device, dtype=torch.float16)
+        b = torch.randn(n, n, device=device, dtype=torch.float16)
+        _same("matmul", ref.matmul(a, b), a @ b, 1e-2)
+        flop = 2 * n**3
+        triton_tflops = flop / (median_ms(lambda: ref.matmul(a, b)) / 1e3) / 1e12
+        cublas_tflops = flop / (median_ms(lambda: a @ b) / 1e3) / 1e12
+        ratio = triton_tflops / cublas_tflops
+        return [Figure("triton_matmul_tflops", triton_tflops, "TFLOP/s", "tflops:fp16",
+                       f"Triton matmul, {n}³ float16 in, float32 accumulation: {ratio:.2f}x "
+                       f"cuBLAS torch.matmul ({cublas_tflops:.0f} TFLOP/s) in the same run",
+                       {"cublas_tflops": round(cublas_tflops, 3),
+                        "vs_cublas": round(ratio, 3)})]  # fmt: skip
+
+    part("bias_gelu", bias_gelu)
+    part("softmax_rows", softmax)
+    part("matmul", matmul)
+    if errors:
+        raise GroupFailed("; ".join(errors), figures) from first
+    return figures
+
+
 #: (name, what it shows, function) of every GPU measurement, in the order they run.
 GPU_FIGURES: list[tuple[str, str, Callable[[], list[Figure]]]] = [
     ("matmul", "bf16/fp16/TF32/fp32 TFLOP/s at 8192³, aligned vs misaligned n", _matmuls),
@@ -569,6 +725,7 @@ GPU_FIGURES: list[tuple[str, str, Callable[[], list[Figure]]]] = [
     ("amp", "ResNet-18 training step: AMP fp16/bf16 vs fp32 and TF32", _amp_resnet),
     ("allocator", "caching allocator vs PYTORCH_NO_CUDA_MEMORY_CACHING=1", _allocator),
     ("notebooks", "the figures of the notebooks' own demos (01, 02, 05, 09)", _notebook_figures),
+    ("triton", "12_triton's Triton kernels: bias+GELU, softmax GB/s, matmul vs cuBLAS", _triton),
 ]
 
 
@@ -587,7 +744,9 @@ def _cpu() -> list[Figure]:
 
 
 # --------------------------------------------------------------------------- running
-def _plot(name, title, xlabel, ylabel, series, logx=False, bars=False) -> None:
+def _plot(name, title, xlabel, ylabel, series, logx=False, bars=False, hline=None) -> None:
+    """One plot in :func:`plots_dir`: ``series`` maps a label to ``(xs, ys)``; ``hline`` is an
+    optional ``(label, y)`` drawn as a dashed horizontal line (a peak)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -600,6 +759,8 @@ def _plot(name, title, xlabel, ylabel, series, logx=False, bars=False) -> None:
             ax.bar(xs, ys, label=label)
         else:
             ax.plot(xs, ys, "o-", label=label)
+    if hline is not None:
+        ax.axhline(hline[1], ls="--", color="gray", label=hline[0])
     if logx:
         ax.set_xscale("log", base=2)
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
@@ -624,7 +785,8 @@ def measure(
             exception it raised (``None`` when it finished). With it, a group that raises is
             reported there and the other groups still run, so one failure (or a run stopped
             at a time limit, when the callback writes as it goes) keeps the figures already
-            measured; without it, the exception propagates.
+            measured; a group that raises :class:`GroupFailed` passes the figures it measured
+            before failing, which are kept too. Without it, the exception propagates.
 
     Returns:
         (figures measured, names of the GPU measurements skipped for lack of CUDA).
@@ -649,7 +811,9 @@ def measure(
             except Exception as exc:  # noqa: BLE001 - reported through on_group
                 if on_group is None:
                     raise
-                on_group(name, [], exc)
+                kept = list(getattr(exc, "figures", []))  # GroupFailed: measured before
+                figures += kept
+                on_group(name, kept, exc)
             else:
                 figures += got
                 if on_group is not None:
