@@ -198,6 +198,7 @@ def test_the_triton_group_is_listed_with_its_figures_units_and_peaks():
     for unit, peak in TRITON_FIGURES.values():
         assert unit in ("x", "GB/s", "TFLOP/s")  # Figure's units
         assert peak is None or measure.peak_value(h100, peak) is not None, peak
+    assert max(measure.TRITON_SOFTMAX_N) <= 4096  # softmax_rows's contract: a row in one block
     # the reference is the course's, loaded as the checks load it: no copy of the kernels here
     assert 'reference("12_triton")' in inspect.getsource(measure._triton_reference)
     assert "@triton.jit" not in inspect.getsource(measure)

@@ -11,9 +11,10 @@ without a GPU) and the plots to ``images/measured/``.
 
 The ``triton`` group times 12_triton's reference kernels (``solutions/12_triton``, loaded as
 the checks load them) against torch; it compiles them on a fresh machine (an empty Triton cache)
-and autotunes the matmul: about 20-40 s on an H100, an estimate from the work, not yet a
-measurement (about 10 compilations of 1-3 s each, the matmul's autotuning, 16 timings of about
-0.3 s), against about 50 s for all the other groups together on an H200 (2026-11-26).
+and autotunes the matmul: about 10-25 s on an H100, an estimate from the work, not yet a
+measurement (7 compilations of 1-3 s each, plus 1-3 s and a short benchmark for each autotune
+config beyond the first, 14 timings of about 0.3 s), against about 50 s for all the other groups
+together on an H200 (2026-11-26).
 ``.ci/gpu-lease``'s ``MEASURE_S`` (170 s by default) covers both.
 
 On a machine without CUDA it measures what a CPU can show (so the command and its output are
@@ -578,7 +579,9 @@ class GroupFailed(RuntimeError):
 #: Sizes of the ``triton`` group (module constants so that a test can shrink them).
 TRITON_BIAS_GELU_SHAPE = (8192, 8192)  # float32: 256 MiB in, 256 MiB out
 TRITON_SOFTMAX_ROWS = 4096
-TRITON_SOFTMAX_N = (256, 512, 1024, 2048, 4096, 8192)  # the figure is at the last: 128 MiB in
+#: softmax_rows's contract: 1 <= N <= 4096 (a row in one block). The figure is at the last N:
+#: 64 MiB read and 64 MiB written, more than the L2 of the course's GPUs (50 MB on an H100).
+TRITON_SOFTMAX_N = (256, 512, 1024, 2048, 4096)
 TRITON_MATMUL_N = 4096
 
 
@@ -624,10 +627,10 @@ def _triton(device: str = "cuda") -> list[Figure]:
     * ``bias_gelu`` on x (8192, 8192) float32 + bias (8192,) vs eager
       ``F.gelu(x + bias, approximate="tanh")`` (two kernels and an intermediate tensor):
       speed-up = torch's time / Triton's;
-    * ``softmax_rows`` on 4096 rows of N float32 (N = 256 ... 8192) vs ``torch.softmax``:
-      GB/s = bytes read once and written once (2 · rows · N · 4) / time; the figure is at
-      N = 8192 (128 MiB each way, more than any GPU's L2), with its ratio to the HBM peak; the
-      curves go to ``images/measured/triton_softmax_bandwidth.png``;
+    * ``softmax_rows`` on 4096 rows of N float32 (N = 256 ... 4096, its contract's range) vs
+      ``torch.softmax``: GB/s = bytes read once and written once (2 · rows · N · 4) / time; the
+      figure is at N = 4096 (64 MiB each way, more than the 50 MB L2 of an H100), with its ratio
+      to the HBM peak; the curves go to ``images/measured/triton_softmax_bandwidth.png``;
     * ``matmul`` at 4096³ float16 (float32 accumulation; the reference autotunes its blocks on
       the first call, the warm-up) vs cuBLAS ``torch.matmul``: TFLOP/s = 2 · n³ / time.
 
