@@ -338,6 +338,21 @@ def _d2d() -> list[Figure]:
                    "1 GiB device-to-device copy, bytes read + written")]  # fmt: skip
 
 
+def _p2p() -> list[Figure]:
+    """A 1 GiB copy from ``cuda:0`` to ``cuda:1`` (07's peer-to-peer access), GB/s one way;
+    nothing on a machine with one GPU. Whether it went peer to peer or through the host is in
+    the note (``torch.cuda.can_device_access_peer``)."""
+    if torch.cuda.device_count() < 2:
+        return []
+    n = 1024 * 2**20 // 4
+    a = torch.empty(n, device="cuda:0")
+    b = torch.empty(n, device="cuda:1")
+    ms = events_ms(lambda: b.copy_(a))
+    peer = torch.cuda.can_device_access_peer(0, 1)
+    return [Figure("p2p_copy_bandwidth", n * 4 / (ms / 1e3) / 1e9, "GB/s", None,
+                   f"1 GiB copy cuda:0 -> cuda:1, one direction; peer access: {peer}")]  # fmt: skip
+
+
 def _launch_overhead() -> list[Figure]:
     from grader.checks.ch09_compilation import many_small_ops
 
@@ -724,6 +739,7 @@ GPU_FIGURES: list[tuple[str, str, Callable[[], list[Figure]]]] = [
     ("h2d", "pinned vs pageable host-to-device GB/s against size", _h2d),
     ("overlap", "copy/compute overlap with streams vs serial", _overlap),
     ("d2d", "device-to-device copy GB/s", _d2d),
+    ("p2p", "GPU-to-GPU copy GB/s, cuda:0 -> cuda:1 (needs two GPUs; nothing with one)", _p2p),
     ("launch", "per-op launch overhead, eager vs CUDA graph replay", _launch_overhead),
     ("amp", "ResNet-18 training step: AMP fp16/bf16 vs fp32 and TF32", _amp_resnet),
     ("allocator", "caching allocator vs PYTORCH_NO_CUDA_MEMORY_CACHING=1", _allocator),
