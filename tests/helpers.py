@@ -128,9 +128,15 @@ def answer_fn(assignment: str, answer: str, name: str):
     or a sample's (``wrong_...``/``correct_...``, from its cell ``name``)."""
     if answer == "reference":
         return reference_fn(assignment, name)
+    import linecache
+
     (sample,) = [s for s in samples.load_samples(assignment) if s.name == answer]
-    namespace: dict = {}
-    exec(sample.cells[name], namespace)  # noqa: S102 - the course's own sample
+    namespace: dict = {"__name__": "__main__"}
+    code = sample.cells[name]
+    filename = f"<sample {answer}:{name}>"
+    # In the line cache, as IPython keeps a cell: @triton.jit reads its function's source.
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - the course's own sample
     return namespace[name]
 
 

@@ -141,6 +141,16 @@ LESSONS = [
         "CPU (2 gloo processes; several GPUs optional)",
         2,
     ),
+    Lesson(
+        "12_triton",
+        "Writing GPU kernels with Triton",
+        "CUDA's model in Triton's terms (grid, program instances, blocks, masks), a fused "
+        "bias + GELU, a row softmax read once, a tiled autotuned matmul with `tl.dot`, online-"
+        "softmax attention, bytes counted in Triton's interpreter, `triton_op` and Inductor's "
+        "generated kernels",
+        "CPU (Triton interpreter; speed needs a GPU)",
+        2,
+    ),
 ]
 
 

@@ -122,6 +122,9 @@ class TensorTraffic:
         distinct_loaded_bytes: bytes of the tensor read at least once.
         distinct_stored_bytes: bytes of the tensor written at least once.
         nbytes: the tensor's size, ``numel * element_size``.
+        address: the address of its first element as the kernel saw it (for a CPU tensor, its
+            ``data_ptr()``), so a check can tell which of its own tensors an argument was; not
+            compared (two counts of the same launch on different tensors are equal).
     """
 
     loaded_bytes: int = 0
@@ -129,6 +132,7 @@ class TensorTraffic:
     distinct_loaded_bytes: int = 0
     distinct_stored_bytes: int = 0
     nbytes: int = 0
+    address: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,7 @@ class Traffic:
                 mine.distinct_loaded_bytes + t.distinct_loaded_bytes,
                 mine.distinct_stored_bytes + t.distinct_stored_bytes,
                 max(mine.nbytes, t.nbytes),
+                mine.address or t.address,
             )
         return Traffic(
             self.loads_bytes + other.loads_bytes,
@@ -505,6 +510,7 @@ class _Launch:
                 int(t.read_map.sum()) if t.read_map is not None else 0,
                 int(t.write_map.sum()) if t.write_map is not None else 0,
                 t.nbytes,
+                t.start,
             )
             for t in self.tensors
         }

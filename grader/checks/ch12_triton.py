@@ -1,0 +1,1052 @@
+"""Checks for 12_triton: bias_gelu, softmax_rows, matmul, attention_forward.
+
+Each exercise is a Triton kernel and the Python function that launches it. On the CPU the
+probes (course code that runs where the student's code lives: under autograde, in their kernel)
+call the student's function on CPU tensors inside :func:`grader.runtime.triton_cpu.count_traffic`,
+so every launch runs under Triton's interpreter and hands back, as plain data, what it did to
+memory: bytes loaded and stored per tensor (each tensor recognised by its address: the input
+``x``, the ``bias``, the returned output, or any other tensor the function made), the launches
+and their grids, and every access outside the tensors (never performed). The checks judge, in
+the grading process: no out-of-bounds lane (the missing mask), the output fully written (a grid
+that misses the last block), the values against torch's, and the bytes against the minimum the
+operation needs (see each ``check_*``'s docstring for the exact bounds). ``attention_forward``
+is also run under a :class:`torch.utils._python_dispatch.TorchDispatchMode` that records the
+floating-point tensors its torch operations create: an ``L x S`` score matrix made with torch
+is seen there, one written by a kernel into a scratch tensor in its stores (and the scratch
+tensor's allocation).
+
+``triton.autotune`` cannot time configs under the interpreter ("0 active drivers"), so while a
+probe runs a kernel on CPU tensors, every autotuned kernel runs one of its configs (the first
+by default; :func:`_probe_matmul_configs` tries each) without timing anything; on CUDA tensors
+the autotuner works as usual, and the ``_cuda`` checks record how many configs it had.
+
+The ``_cuda`` checks run each function on CUDA tensors of realistic sizes: values, and the
+kernel's time against torch's for the same operation (``torch.utils.benchmark``, medians of
+blocked runs, in one probe so the ratio comes from one machine and one moment). Their bands are
+wide (see the constants); the figures the notebook quotes come from ``python -m grader measure``
+(keys ``triton_bias_gelu_vs_torch``, ``triton_softmax_bandwidth``, ``triton_matmul_tflops``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.nn.functional as F
+
+from grader.checks.common import (
+    call_student,
+    cuda_or_not_checked,
+    fail,
+    passed,
+    require,
+)
+from grader.runtime import triton_cpu
+from grader.runtime.course import reference
+from grader.runtime.remote import attempt, outcome, student
+
+ASSIGNMENT = "12_triton"
+#: The test cells' checks run in the grading process under autograde (grader.grading.judge).
+JUDGED_IN_GRADER = True
+
+MASK_CAUSE = (
+    "a missing mask: the last block of a tensor whose size is not a multiple of BLOCK has "
+    "lanes past its end, and an unmasked tl.load or tl.store touches them (on a GPU: garbage "
+    "read, or another tensor's memory overwritten). Give every tl.load and tl.store a mask, "
+    "e.g. mask = offsets < n (for 2-D blocks, (rows[:, None] < M) & (cols[None, :] < N))"
+)
+GRID_CAUSE = (
+    "the grid misses the last, partial block: n // BLOCK program instances cover only the "
+    "full blocks; launch triton.cdiv(n, BLOCK) of them (and mask the lanes past the end)"
+)
+
+
+# --------------------------------------------------------------------------- inputs
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
+    """The inputs of one case, the same wherever they are made (seeded).
+
+    Args:
+        kind: "bias_gelu", "softmax_rows", "matmul" or "attention_forward".
+        spec: bias_gelu: ``(M, N, seed)``; softmax_rows: ``(M, N, row_stride, offset, seed)``
+            (``x`` is the first ``N`` columns of an ``(M, row_stride)`` tensor, plus ``offset``);
+            matmul: ``(M, K, N, dtype name, layout, seed)`` with layout ``"nn"``, ``"nt"`` (``b``
+            a transposed view) or ``"tn"`` (``a`` one); attention_forward: ``(L, S, d, seed)``.
+        device: where to make them (CPU tensors are made on the CPU and moved).
+    """
+    if kind == "bias_gelu":
+        m, n, seed = spec
+        g = _gen(seed)
+        out = (torch.randn(m, n, generator=g) * 2, torch.randn(n, generator=g))
+    elif kind == "softmax_rows":
+        m, n, row_stride, offset, seed = spec
+        wide = torch.randn(m, row_stride, generator=_gen(seed)) * 4 + offset
+        out = (wide[:, :n],)
+    elif kind == "matmul":
+        m, k, n, dtype, layout, seed = spec
+        g = _gen(seed)
+        dt = getattr(torch, dtype)
+        a = torch.randn(m, k, generator=g).to(dt)
+        b = torch.randn(k, n, generator=g).to(dt)
+        if layout == "nt":
+            b = b.t().contiguous().t()
+        elif layout == "tn":
+            a = a.t().contiguous().t()
+        out = (a, b)
+    elif kind == "attention_forward":
+        length, s, d, seed = spec
+        g = _gen(seed)
+        out = tuple(torch.randn(r, d, generator=g) for r in (length, s, s))
+    else:
+        raise ValueError(f"unknown exercise {kind!r}")
+    if device == "cpu":
+        return out
+    return tuple(_to_device(t, device) for t in out)
+
+
+def _to_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """``t`` on ``device`` with the same strides (a view of a wider tensor stays one)."""
+    if t.is_contiguous():
+        return t.to(device)
+    if t.stride(1) != 1 and t.t().is_contiguous():  # a transposed view
+        return t.t().contiguous().to(device).t()
+    base = t.as_strided((t.shape[0], t.stride(0)), (t.stride(0), 1))  # the rows, with their tails
+    return base.to(device)[:, : t.shape[1]]
+
+
+def expected(kind: str, args: tuple) -> torch.Tensor:
+    """What torch computes for the exercise (float64 for the matmul)."""
+    if kind == "bias_gelu":
+        x, bias = args
+        return F.gelu(x + bias, approximate="tanh")
+    if kind == "softmax_rows":
+        return torch.softmax(args[0].double(), dim=1).float()
+    if kind == "matmul":
+        a, b = args
+        return a.double() @ b.double()
+    q, k, v = args
+    return F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double())[0]
+
+
+# --------------------------------------------------------------------------- probe side
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """A tensor's bytes in memory: first element to one past the last."""
+    if t.numel() == 0:
+        return (t.data_ptr(), t.data_ptr())
+    last = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
+
+
+@contextlib.contextmanager
+def _autotune_without_timing(seen: dict):
+    """While active: an autotuned kernel launched on CPU tensors runs config
+    ``seen.get("index", 0)`` (the last one if it has fewer) without timing any (the
+    interpreter cannot); on CUDA tensors the autotuner runs as usual. Records in ``seen``
+    whether an autotuned kernel ran (``"autotuned"``) and its number of configs
+    (``"configs"``)."""
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.run
+
+    def run(self, *args, **kwargs):
+        seen["autotuned"] = True
+        seen["configs"] = max(seen.get("configs", 0), len(self.configs))
+        if any(getattr(a, "is_cuda", False) for a in args):
+            return original(self, *args, **kwargs)
+        config = self.configs[min(seen.get("index", 0), len(self.configs) - 1)]
+        self.nargs = dict(zip(self.arg_names, args))
+        self.best_config = config
+        try:
+            if config.pre_hook is not None:
+                config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
+            return self.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            self.nargs = None
+
+    Autotuner.run = run
+    try:
+        yield
+    finally:
+        Autotuner.run = original
+
+
+class _TensorsMade:
+    """Records the floating-point tensors that torch operations create while active (shape of
+    each one with at least ``threshold`` elements). Integer and byte tensors (the
+    interpreter's copies of the kernel's arguments) are left out."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.big: list[tuple[str, list[int]]] = []
+        self.mode = None
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in out if isinstance(out, (list, tuple)) else [out]:
+                    if (
+                        isinstance(t, torch.Tensor)
+                        and t.is_floating_point()
+                        and t.numel() >= outer.threshold
+                    ):
+                        outer.big.append((str(func).removeprefix("aten."), list(t.shape)))
+                return out
+
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+def _traffic_data(log, roles: dict[str, tuple[int, int]]) -> dict:
+    """The counted launches as plain data, each tensor argument attributed to a role by address
+    (``"other"`` for a tensor the caller did not name: a copy, a scratch buffer)."""
+    per: dict[str, dict[str, int]] = {}
+    for traffic in log:
+        for name, t in traffic.per_tensor.items():
+            role = next((r for r, (lo, hi) in roles.items() if lo <= t.address < max(hi, lo + 1)),
+                        "other")  # fmt: skip
+            row = per.setdefault(role, dict.fromkeys(
+                ("loaded", "stored", "distinct_loaded", "distinct_stored", "nbytes"), 0))  # fmt: skip
+            row["loaded"] += t.loaded_bytes
+            row["stored"] += t.stored_bytes
+            row["distinct_loaded"] += t.distinct_loaded_bytes
+            row["distinct_stored"] += t.distinct_stored_bytes
+            row["nbytes"] = max(row["nbytes"], t.nbytes)
+            if role == "other":
+                row.setdefault("names", []).append(f"{traffic.launches[0][0]}:{name}")
+    return {
+        "launches": [[name, list(grid)] for t in log for name, grid in t.launches],
+        "oob": [r.describe() for t in log for r in t.out_of_bounds][:5],
+        "oob_lanes": sum(t.out_of_bounds_lanes for t in log),
+        "loads": sum(t.loads_bytes for t in log),
+        "stores": sum(t.stores_bytes for t in log),
+        "roles": per,
+    }
+
+
+ROLES = {
+    "bias_gelu": ("x", "bias"),
+    "softmax_rows": ("x",),
+    "matmul": ("a", "b"),
+    "attention_forward": ("q", "k", "v"),
+}
+
+
+def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
+    """Run ``fn`` on the case's CPU tensors under the interpreter, counting; plain data back."""
+    args = make_inputs(kind, spec)
+    roles = {name: _span(t) for name, t in zip(ROLES[kind], args)}
+    seen: dict = {"index": config_index}
+    box: dict = {}
+    made = None
+    if kind == "attention_forward":
+        length, s, d = spec[:3]
+        # only where an L x S tensor is larger than every tensor the function needs
+        made = _TensorsMade(length * s) if length * s > max(length, s) * d else None
+
+    def run():
+        with (
+            _autotune_without_timing(seen),
+            triton_cpu.count_traffic() as log,
+            made if made is not None else contextlib.nullcontext(),
+        ):
+            box["log"] = log
+            out = fn(*args)
+        box["out"] = out
+        return out
+
+    record = attempt(run)
+    out = box.get("out")
+    if isinstance(out, torch.Tensor):
+        roles["out"] = _span(out)
+    result = {
+        "call": record,
+        "traffic": _traffic_data(box.get("log", []), roles),
+        "autotune": {k: v for k, v in seen.items() if k != "index"},
+        "contiguous": isinstance(out, torch.Tensor) and out.is_contiguous(),
+    }
+    if made is not None:
+        result["made"] = made.big[:5]
+    return result
+
+
+def _probe_cases(fn, kind: str, specs: list) -> list[dict]:
+    """Probe: :func:`_counted_call` for each case."""
+    return [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+
+
+def _probe_matmul_configs(matmul, spec: tuple) -> list[dict]:
+    """Probe: the case under each config of the autotuned kernel (the first call finds how
+    many there are; at most 6)."""
+    first = _counted_call(matmul, "matmul", spec, 0)
+    count = min(first["autotune"].get("configs", 1), 6)
+    return [first] + [_counted_call(matmul, "matmul", spec, i) for i in range(1, count)]
+
+
+# --------------------------------------------------------------------------- judging
+def _label(kind: str, spec: tuple) -> str:
+    if kind == "bias_gelu":
+        return f"{kind}(x of shape ({spec[0]}, {spec[1]}), bias of shape ({spec[1]},))"
+    if kind == "softmax_rows":
+        m, n, stride, offset, _ = spec
+        extra = f", row stride {stride}" if stride != n else ""
+        extra += f", values near {offset:g}" if offset else ""
+        return f"{kind}(x of shape ({m}, {n}){extra})"
+    if kind == "matmul":
+        m, k, n, dtype, layout, _ = spec
+        views = {"nn": "", "nt": ", b a transposed view (b.stride() == (1, K))",
+                 "tn": ", a a transposed view (a.stride() == (1, M))"}  # fmt: skip
+        return f"{kind}(a ({m}, {k}), b ({k}, {n}), {dtype}{views[layout]})"
+    length, s, d, _ = spec
+    return f"{kind}(q ({length}, {d}), k and v ({s}, {d}))"
+
+
+def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> torch.Tensor:
+    """What every case checks: the call, the returned tensor, no lane out of bounds, the output
+    fully written by kernels, no torch-made stand-in. Returns the output."""
+    label = _label(kind, spec)
+    out = call_student(lambda: outcome(seen["call"]), name=label)
+    args = make_inputs(kind, spec)
+    if kind == "matmul":
+        want_shape = (args[0].shape[0], args[1].shape[1])
+    else:
+        want_shape = tuple(args[0].shape)
+    want_dtype = args[0].dtype
+    require(
+        isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(want_shape),
+        f"{label} must return a tensor of shape {tuple(want_shape)}",
+        yours=tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__,
+        expected=tuple(want_shape),
+        cause="allocate the output with the right shape (torch.empty) and return it",
+    )
+    require(
+        out.dtype == want_dtype,
+        f"{label} must return {want_dtype}",
+        yours=out.dtype,
+        expected=want_dtype,
+        cause="allocate the output in the inputs' dtype; convert in the kernel before tl.store "
+        "(acc.to(c_ptr.dtype.element_ty))",
+    )
+    traffic = seen["traffic"]
+    if traffic["oob_lanes"]:
+        fail(
+            f"{label}: a kernel reached outside the tensors it was given "
+            f"({traffic['oob_lanes']} lane(s))",
+            yours=traffic["oob"][0],
+            expected="every unmasked lane of every tl.load and tl.store inside its tensor",
+            cause=MASK_CAUSE,
+        )
+    if out.numel() == 0:
+        return out
+    require(
+        bool(traffic["launches"]),
+        f"{label} launched no Triton kernel",
+        yours="no launch",
+        expected=f"{launches} kernel launch(es)",
+        cause="compute the result in your @triton.jit kernel, launched as kernel[grid](...), "
+        "not with torch operations",
+    )
+    if launches == "one":
+        require(
+            len(traffic["launches"]) == 1,
+            f"{label} must launch one kernel (the point of fusing)",
+            yours=traffic["launches"],
+            expected="one launch",
+            cause="do the whole operation in one kernel: each launch reads its inputs from "
+            "memory and writes its outputs back",
+        )
+    out_row = traffic["roles"].get("out", {})
+    written = out_row.get("distinct_stored", 0)
+    require(
+        written == out.numel() * out.element_size(),
+        f"{label}: the kernel wrote only part of the output",
+        yours=f"{written} of its {out.numel() * out.element_size()} bytes written "
+        f"(grid {[g for _, g in traffic['launches']]})",
+        expected="every byte of the output written by a kernel",
+        cause=GRID_CAUSE,
+    )
+    return out
+
+
+def _require_close(
+    kind: str, spec: tuple, got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, cause
+) -> None:
+    got64, want64 = got.double(), want.double()
+    bad = ~torch.isclose(got64, want64, rtol=rtol, atol=atol)
+    if not bad.any():
+        return
+    where = tuple(int(i) for i in bad.nonzero()[0])
+    finite = bool(torch.isfinite(got64).all())
+    fail(
+        f"{_label(kind, spec)}: wrong values ({int(bad.sum())} of {got.numel()} elements)",
+        yours=f"at {where}: {got64[where].item():.6g}"
+        + ("" if finite else f" ({int((~torch.isfinite(got64)).sum())} inf/nan)"),
+        expected=f"{want64[where].item():.6g} (within rtol={rtol:g}, atol={atol:g})",
+        cause=cause(finite) if callable(cause) else cause,
+    )
+
+
+def _role(traffic: dict, role: str) -> dict:
+    return traffic["roles"].get(
+        role, {"loaded": 0, "stored": 0, "distinct_loaded": 0, "distinct_stored": 0, "nbytes": 0}
+    )
+
+
+def _require_stores_exactly_output(kind: str, spec: tuple, traffic: dict, out_bytes: int) -> None:
+    require(
+        traffic["stores"] == out_bytes,
+        f"{_label(kind, spec)}: the kernels stored {traffic['stores']} bytes",
+        yours=f"{traffic['stores']} bytes stored (output: {_role(traffic, 'out')['stored']}, "
+        f"other tensors: {_role(traffic, 'other')['stored']})",
+        expected=f"exactly the output's {out_bytes} bytes, each once",
+        cause="the kernel writes something besides the output, or writes it twice: an "
+        "intermediate stored to memory (and read back) is what fusion avoids; keep it in "
+        "registers",
+    )
+
+
+# --------------------------------------------------------------------------- bias_gelu
+#: (M, N, seed): N not a multiple of any power-of-two block, one element, a single row, empty.
+BIAS_GELU_CASES = [(37, 300, 1), (64, 128, 2), (1, 1, 3), (1, 1000, 4), (130, 7, 5), (0, 5, 6)]
+BIAS_GELU_HIDDEN = [(200, 33, 11), (3, 2049, 12), (17, 17, 13)]
+
+
+def bias_gelu_bounds(m: int, n: int) -> dict[str, tuple[int, int]]:
+    """The bytes bias_gelu's kernel may move, as ``(least, most)`` per tensor (float32):
+
+    * ``x``: exactly its ``M*N*4`` bytes, each element loaded once;
+    * ``bias``: at least its ``N*4`` bytes (each element once), at most ``M*N*4`` (once per
+      output element: a program may reload the bias for its rows; a flat 1-D kernel that loads
+      ``bias[offsets % N]`` for every element reaches the maximum; a 2-D one loads it once per
+      block of rows);
+    * the output: exactly ``M*N*4`` bytes stored; nothing else stored.
+    """
+    return {"x": (m * n * 4, m * n * 4), "bias": (n * 4, m * n * 4), "out": (m * n * 4, m * n * 4)}
+
+
+def _judge_bias_gelu(spec: tuple, seen: dict) -> None:
+    out = _judge_run("bias_gelu", spec, seen)
+    args = make_inputs("bias_gelu", spec)
+    _require_close(
+        "bias_gelu", spec, out, expected("bias_gelu", args), 1e-5, 1e-5,
+        "GELU's tanh form: h = x + bias (bias broadcast over rows: bias[col]), then "
+        "0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h**3))), which equals "
+        "h * sigmoid(2 * 0.7978845608 * (h + 0.044715 * h**3)); check the column index of the "
+        "bias (offsets % N for a flat index) and the constants",
+    )  # fmt: skip
+    if out.numel() == 0:
+        return
+    m, n, _ = spec
+    bounds = bias_gelu_bounds(m, n)
+    traffic = seen["traffic"]
+    x_row, b_row = _role(traffic, "x"), _role(traffic, "bias")
+    require(
+        x_row["loaded"] == bounds["x"][0],
+        f"{_label('bias_gelu', spec)}: x loaded {x_row['loaded']} bytes",
+        yours=f"{x_row['loaded']} bytes of x loaded (x is {m * n * 4} bytes)",
+        expected=f"exactly {bounds['x'][0]}: each element of x loaded once",
+        cause="load each element of x once and compute everything from that value; a second "
+        "tl.load of the same block (or loads from a copy of x) moves the bytes again",
+    )
+    lo, hi = bounds["bias"]
+    require(
+        lo <= b_row["loaded"] <= hi,
+        f"{_label('bias_gelu', spec)}: bias loaded {b_row['loaded']} bytes",
+        yours=f"{b_row['loaded']} bytes of bias loaded",
+        expected=f"from {lo} (each bias element once) to {hi} (once per output element)",
+        cause="load the bias block once per program (a 2-D kernel) or once per element "
+        "(bias[offsets % N] in a flat one); read from the bias argument itself",
+    )
+    other = _role(traffic, "other")
+    require(
+        other["loaded"] == 0,
+        f"{_label('bias_gelu', spec)}: the kernel read another tensor",
+        yours=f"{other['loaded']} bytes loaded from {other.get('names', [])}",
+        expected="loads from x and bias only",
+        cause="pass x and bias themselves to the kernel (no copy, no intermediate tensor)",
+    )
+    _require_stores_exactly_output("bias_gelu", spec, traffic, m * n * 4)
+
+
+def check_bias_gelu(bias_gelu) -> None:
+    """Check values against ``F.gelu(x + bias, approximate="tanh")`` on shapes whose N is not a
+    multiple of the block, one element and empty; one launch; no lane out of bounds; the whole
+    output written; bytes as :func:`bias_gelu_bounds` allows.
+
+    Raises:
+        CheckFailed: the first case that differs, with the likely cause.
+    """
+    fn = student(bias_gelu, "bias_gelu")
+    seen = call_student(fn.probe, _probe_cases, "bias_gelu", BIAS_GELU_CASES, name="bias_gelu")
+    for spec, one in zip(BIAS_GELU_CASES, seen):
+        _judge_bias_gelu(spec, one)
+    passed(
+        f"bias_gelu: {len(BIAS_GELU_CASES)} shapes, one launch each, x read once, only the "
+        "output stored, every lane in bounds"
+    )
+
+
+def _reference_counted(kind: str, specs: list) -> list[dict]:
+    """The reference solution's runs of the same cases, in this process, counted alike."""
+    ref = getattr(reference(ASSIGNMENT), kind)
+    return [_counted_call(ref, kind, tuple(s)) for s in specs]
+
+
+def _require_same_as_reference(kind: str, specs: list, seen: list, judge, tol: dict) -> None:
+    refs = _reference_counted(kind, specs)
+    for spec, one, ref in zip(specs, seen, refs):
+        judge(spec, one)
+        want = outcome(ref["call"])
+        got = outcome(one["call"])
+        _require_close(
+            kind, spec, got, want, tol["rtol"], tol["atol"], "differs from the reference"
+        )
+
+
+def check_bias_gelu_hidden(bias_gelu) -> None:
+    """Hidden: more shapes, against the reference solution's kernel run alike."""
+    fn = student(bias_gelu, "bias_gelu")
+    seen = call_student(fn.probe, _probe_cases, "bias_gelu", BIAS_GELU_HIDDEN, name="bias_gelu")
+    _require_same_as_reference(
+        "bias_gelu", BIAS_GELU_HIDDEN, seen, _judge_bias_gelu, {"rtol": 1e-5, "atol": 1e-5}
+    )
+    passed("bias_gelu: hidden shapes as the reference")
+
+
+# --------------------------------------------------------------------------- softmax_rows
+#: (M, N, row stride, offset, seed): N not a power of two, strided rows (a column slice), large
+#: values (exp overflows without subtracting the max), one element, N = 1, empty.
+SOFTMAX_CASES = [
+    (6, 100, 100, 0.0, 1),
+    (9, 37, 64, 0.0, 2),
+    (5, 128, 128, 0.0, 3),
+    (4, 300, 300, 1e4, 4),
+    (3, 50, 80, -1e4, 5),
+    (1, 1, 1, 0.0, 6),
+    (7, 1, 3, 0.0, 7),
+    (0, 16, 16, 0.0, 8),
+]
+SOFTMAX_HIDDEN = [(33, 1000, 1024, 100.0, 11), (2, 4096, 4096, 0.0, 12), (12, 3, 3, 0.0, 13)]
+
+
+def _softmax_cause(spec: tuple):
+    m, n, stride, offset, _ = spec
+
+    def cause(finite: bool) -> str:
+        if not finite:
+            return (
+                "numerically unstable: exp(x) overflows to inf for x above about 88 (float32), "
+                "and inf/inf is nan; subtract the row's max first (softmax(x) = softmax(x - max))"
+            )
+        if stride != n:
+            return (
+                "the rows are strided (x.stride(0) != N): address row r at "
+                "x_ptr + r * x.stride(0), not r * N"
+            )
+        if n & (n - 1):
+            return (
+                "N is not a power of two, so the block has masked lanes: load them with "
+                "other=-float('inf'), so that they add exp(-inf) = 0 to the sum and never win "
+                "the max (with other=0 they count in the sum)"
+            )
+        return "softmax(x)[i] = exp(x[i] - max(x)) / sum_j exp(x[j] - max(x)), per row"
+
+    return cause
+
+
+def _judge_softmax(spec: tuple, seen: dict) -> None:
+    out = _judge_run("softmax_rows", spec, seen)
+    args = make_inputs("softmax_rows", spec)
+    _require_close(
+        "softmax_rows", spec, out, expected("softmax_rows", args), 1e-5, 1e-6, _softmax_cause(spec)
+    )
+    require(
+        seen["contiguous"],
+        f"{_label('softmax_rows', spec)} must return a contiguous tensor",
+        yours="not contiguous",
+        expected="contiguous (M, N)",
+        cause="allocate the output with torch.empty((M, N), ...)",
+    )
+    if out.numel() == 0:
+        return
+    m, n = spec[0], spec[1]
+    traffic = seen["traffic"]
+    x_row, other = _role(traffic, "x"), _role(traffic, "other")
+    require(
+        other["loaded"] == 0,
+        f"{_label('softmax_rows', spec)}: the kernel read a copy of x, not x",
+        yours=f"{other['loaded']} bytes loaded from {other.get('names', [])}",
+        expected="loads from x itself",
+        cause="x.contiguous() (or a clone) copies x before the kernel: one more read and write "
+        "of all of it. Pass x and its row stride, x.stride(0), to the kernel",
+    )
+    require(
+        x_row["loaded"] == m * n * 4,
+        f"{_label('softmax_rows', spec)}: x loaded {x_row['loaded']} bytes",
+        yours=f"{x_row['loaded']} bytes ({x_row['loaded'] / (m * n * 4):.2g} x the rows' "
+        f"{m * n * 4} bytes)",
+        expected=f"{m * n * 4}: each row read once",
+        cause="the row is loaded more than once (a pass for the max, another for the sum, "
+        "another for the output): load it once into a block (BLOCK = "
+        "triton.next_power_of_2(N) lanes) and compute max, exp, sum and the quotient from "
+        "that block",
+    )
+    _require_stores_exactly_output("softmax_rows", spec, traffic, m * n * 4)
+
+
+def check_softmax_rows(softmax_rows) -> None:
+    """Check values against ``torch.softmax`` on rows whose N is not a power of two, strided
+    rows, values offset by ±1e4 (no inf or nan allowed), one element and empty; one launch;
+    every lane in bounds; x itself read exactly once (``M*N*4`` bytes loaded, not twice that),
+    only the output stored (``M*N*4`` bytes).
+
+    Raises:
+        CheckFailed: the first case that differs, with the likely cause.
+    """
+    fn = student(softmax_rows, "softmax_rows")
+    seen = call_student(fn.probe, _probe_cases, "softmax_rows", SOFTMAX_CASES, name="softmax_rows")
+    for spec, one in zip(SOFTMAX_CASES, seen):
+        _judge_softmax(spec, one)
+    passed(
+        f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4), "
+        "each row read once"
+    )
+
+
+def check_softmax_rows_hidden(softmax_rows) -> None:
+    """Hidden: more shapes (N = 4096, large offsets), against the reference run alike."""
+    fn = student(softmax_rows, "softmax_rows")
+    seen = call_student(fn.probe, _probe_cases, "softmax_rows", SOFTMAX_HIDDEN, name="softmax_rows")
+    _require_same_as_reference(
+        "softmax_rows", SOFTMAX_HIDDEN, seen, _judge_softmax, {"rtol": 1e-5, "atol": 1e-6}
+    )
+    passed("softmax_rows: hidden shapes as the reference")
+
+
+# --------------------------------------------------------------------------- matmul
+#: (M, K, N, dtype, layout, seed). The last case: K = 1024 in float16, where a float16
+#: accumulator is visibly off (about 0.07 to 0.1 beyond the tolerance, measured with the
+#: interpreter) while a float32 one is within rounding of the float64 product.
+MATMUL_CASES = [
+    (32, 32, 32, "float32", "nn", 1),
+    (40, 50, 36, "float32", "nn", 2),
+    (1, 1, 1, "float32", "nn", 3),
+    (33, 70, 17, "float32", "nt", 4),
+    (20, 45, 30, "float32", "tn", 5),
+    (48, 64, 40, "float16", "nn", 6),
+    (16, 1024, 24, "float16", "nn", 7),
+]
+MATMUL_HIDDEN = [(70, 33, 65, "float32", "nt", 11), (5, 200, 3, "float16", "tn", 12)]
+MATMUL_CONFIG_CASE = (40, 50, 36, "float32", "nt", 21)
+#: Tolerances against the float64 product. float32: exact products, float32 sums in another
+#: order. float16: the result rounded to float16 (half an ulp is 2**-11 relative) after a
+#: float32 sum.
+MATMUL_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-3, 1e-2)}
+
+
+def _matmul_cause(spec: tuple):
+    m, k, n, dtype, layout, _ = spec
+
+    def cause(finite: bool) -> str:
+        if layout != "nn":
+            which = "b" if layout == "nt" else "a"
+            return (
+                f"wrong strides: {which} here is a transposed view, not contiguous; address "
+                f"element (i, j) of {which} at ptr + i * {which}.stride(0) + j * "
+                f"{which}.stride(1), with the strides passed to the kernel, not i * "
+                f"{'N' if which == 'b' else 'K'} + j"
+            )
+        if dtype == "float16" and k >= 512:
+            return (
+                "a float16 accumulator: summing K = 1024 products in float16 rounds after every "
+                "block of K and loses about 3 significant bits here. Accumulate in float32 "
+                "(acc = tl.zeros((BM, BN), dtype=tl.float32); acc = tl.dot(a, b, acc)) and "
+                "convert once, at the store"
+            )
+        if m % 16 or n % 16 or k % 16:
+            return (
+                "shapes that are not multiples of the blocks: mask the loads of a and b in M, "
+                "N and K with other=0.0 (a zero adds nothing to the dot product) and the store "
+                "in M and N"
+            )
+        return "c[i, j] = sum_k a[i, k] * b[k, j]: check the tile offsets and the K loop"
+
+    return cause
+
+
+def _judge_matmul(spec: tuple, seen: dict) -> None:
+    out = _judge_run("matmul", spec, seen, launches="one")
+    args = make_inputs("matmul", spec)
+    rtol, atol = MATMUL_TOL[spec[3]]
+    _require_close("matmul", spec, out, expected("matmul", args), rtol, atol, _matmul_cause(spec))
+    require(
+        seen["contiguous"],
+        f"{_label('matmul', spec)} must return a contiguous tensor",
+        yours="not contiguous",
+        expected="contiguous (M, N)",
+        cause="allocate c with torch.empty((M, N), ...)",
+    )
+    m, _, n, dtype, _, _ = spec
+    traffic = seen["traffic"]
+    other = _role(traffic, "other")
+    require(
+        other["loaded"] == 0,
+        f"{_label('matmul', spec)}: the kernel read a copy of an input",
+        yours=f"{other['loaded']} bytes loaded from {other.get('names', [])}",
+        expected="loads from a and b themselves, whatever their strides",
+        cause="a.contiguous() / b.contiguous() copies a transposed view before the kernel; "
+        "pass the view and its strides (x.stride(0), x.stride(1)) instead",
+    )
+    for role in ("a", "b"):
+        row = _role(traffic, role)
+        require(
+            row["distinct_loaded"] == row["nbytes"],
+            f"{_label('matmul', spec)}: the kernel read only part of {role}",
+            yours=f"{row['distinct_loaded']} of {row['nbytes']} bytes of {role} read",
+            expected=f"all of {role}",
+            cause="the K loop must cover all of K (range(0, K, BLOCK_K)) and the grid all "
+            "tiles of c",
+        )
+    _require_stores_exactly_output(
+        "matmul", spec, traffic, m * n * (2 if dtype == "float16" else 4)
+    )
+
+
+def check_matmul(matmul) -> None:
+    """Check values against the float64 product on shapes that are not multiples of the blocks,
+    transposed views (``b.t()``-style strides), float32 and float16 (K = 1024: a float16
+    accumulator fails), one element; an autotuned kernel (``@triton.autotune``) launched once;
+    every lane in bounds; only the output stored; then the same shape under each of the
+    autotuner's configs (each must be right: the GPU may pick any).
+
+    Raises:
+        CheckFailed: the first case that differs, with the likely cause.
+    """
+    fn = student(matmul, "matmul")
+    seen = call_student(fn.probe, _probe_cases, "matmul", MATMUL_CASES, name="matmul")
+    for spec, one in zip(MATMUL_CASES, seen):
+        _judge_matmul(spec, one)
+    require(
+        all(one["autotune"].get("autotuned") for one in seen),
+        "matmul must launch a kernel wrapped in @triton.autotune",
+        yours="a plain @triton.jit kernel",
+        expected="@triton.autotune(configs=[triton.Config({...}), ...], key=['M', 'N', 'K'])",
+        cause="the exercise asks for autotuned block sizes: the configs' BLOCK_M, BLOCK_N and "
+        "BLOCK_K are passed to the kernel as tl.constexpr parameters",
+    )
+    per_config = call_student(
+        fn.probe, _probe_matmul_configs, MATMUL_CONFIG_CASE, name="matmul (each config)"
+    )
+    for i, one in enumerate(per_config):
+        try:
+            _judge_matmul(MATMUL_CONFIG_CASE, one)
+        except AssertionError as exc:
+            raise type(exc)(f"with the autotuner's config {i}: {exc}") from None
+    passed(
+        f"matmul: {len(MATMUL_CASES)} cases (transposed views, float16 with K = 1024), "
+        f"{len(per_config)} config(s) here, every lane in bounds"
+    )
+
+
+def check_matmul_hidden(matmul) -> None:
+    """Hidden: more shapes and layouts, against the reference run alike."""
+    fn = student(matmul, "matmul")
+    seen = call_student(fn.probe, _probe_cases, "matmul", MATMUL_HIDDEN, name="matmul")
+    for spec, one in zip(MATMUL_HIDDEN, seen):
+        _judge_matmul(spec, one)
+    refs = _reference_counted("matmul", MATMUL_HIDDEN)
+    for spec, one, ref in zip(MATMUL_HIDDEN, seen, refs):
+        rtol, atol = MATMUL_TOL[spec[3]]
+        _require_close(
+            "matmul", spec, outcome(one["call"]), outcome(ref["call"]), rtol, 2 * atol,
+            "differs from the reference",
+        )  # fmt: skip
+    passed("matmul: hidden shapes as the reference")
+
+
+# --------------------------------------------------------------------------- attention_forward
+#: (L, S, d, seed): L and S not multiples of a block, one query, one key, d = 16 and 32. L*S is
+#: larger than any tensor the function needs (q, k, v, output), so a tensor of L*S elements or
+#: more made by torch is the score matrix (or bigger).
+ATTENTION_CASES = [
+    (48, 80, 16, 1),
+    (33, 70, 32, 2),
+    (1, 50, 16, 3),
+    (40, 1, 16, 4),
+    (64, 64, 16, 5),
+]
+ATTENTION_HIDDEN = [(100, 37, 16, 11), (17, 130, 32, 12)]
+
+
+def attention_bounds(length: int, s: int, d: int, programs: int) -> dict[str, int]:
+    """The most bytes the attention kernels may load per input, and the exact bytes stored
+    (float32): q at most once per row (``L*d*4``), k and v at most once per program instance
+    each (``programs*S*d*4``: online softmax reads each key block once per block of queries;
+    a two-pass softmax reads k twice), and stores exactly the output (``L*d*4``)."""
+    return {
+        "q": length * d * 4,
+        "k": programs * s * d * 4,
+        "v": programs * s * d * 4,
+        "out": length * d * 4,
+    }
+
+
+def _judge_attention(spec: tuple, seen: dict) -> None:
+    length, s, d, _ = spec
+    label = _label("attention_forward", spec)
+    made = seen.get("made", [])
+    if made:
+        op, shape = made[0]
+        fail(
+            f"{label}: a tensor of {math.prod(shape)} elements was made by torch",
+            yours=f"{op} made a tensor of shape {tuple(shape)}",
+            expected=f"no tensor of L*S = {length * s} elements or more: the scores of a block "
+            "of queries against a block of keys live in the kernel's registers",
+            cause="the full L x S score matrix is materialized (q @ k.T with torch, or a scratch "
+            "tensor for the kernel): that is the memory traffic FlashAttention removes. Loop "
+            "over blocks of keys in the kernel and keep a running max, sum and output per query "
+            "(online softmax)",
+        )
+    out = _judge_run("attention_forward", spec, seen, launches="one")
+    args = make_inputs("attention_forward", spec)
+    _require_close(
+        "attention_forward", spec, out, expected("attention_forward", args), 1e-4, 1e-5,
+        lambda finite: "softmax over each query's scores scaled by 1/sqrt(d); with online "
+        "softmax, rescale the running sum and output by exp(m_old - m_new) when the max grows, "
+        "divide by the sum at the end, and mask keys past S with -inf scores"
+        + ("" if finite else " (inf/nan: a block whose keys are all masked must not give "
+              "exp(-inf - -inf))"),
+    )  # fmt: skip
+    traffic = seen["traffic"]
+    _require_stores_exactly_output("attention_forward", spec, traffic, length * d * 4)
+    programs = sum(math.prod(grid) for _, grid in traffic["launches"])
+    bounds = attention_bounds(length, s, d, programs)
+    for role in ("q", "k", "v"):
+        loaded = _role(traffic, role)["loaded"]
+        require(
+            loaded <= bounds[role],
+            f"{label}: {role} loaded {loaded} bytes by {programs} program instance(s)",
+            yours=f"{loaded} bytes",
+            expected=f"at most {bounds[role]}"
+            + (" (each query row once)" if role == "q" else " (once per program instance)"),
+            cause="each key and value block is read more than once per block of queries (a "
+            "first pass for the max and sum, a second for the output?): online softmax does both "
+            "in one pass, rescaling as the max grows",
+        )
+
+
+def check_attention_forward(attention_forward) -> None:
+    """Check values against ``F.scaled_dot_product_attention`` (L, S not multiples of a block,
+    one query, one key, d = 16 and 32); every lane in bounds; one launch; only the output
+    stored (no scratch score matrix), no tensor of ``L*S`` elements made by torch operations,
+    and k and v read at most once per program instance (:func:`attention_bounds`).
+
+    Raises:
+        CheckFailed: the first case that differs, with the likely cause.
+    """
+    fn = student(attention_forward, "attention_forward")
+    seen = call_student(
+        fn.probe, _probe_cases, "attention_forward", ATTENTION_CASES, name="attention_forward"
+    )
+    for spec, one in zip(ATTENTION_CASES, seen):
+        _judge_attention(spec, one)
+    passed(
+        f"attention_forward: {len(ATTENTION_CASES)} shapes, only the output stored, no L x S "
+        "tensor, k and v read once per block of queries"
+    )
+
+
+def check_attention_forward_hidden(attention_forward) -> None:
+    """Hidden: more shapes, against the reference run alike."""
+    fn = student(attention_forward, "attention_forward")
+    seen = call_student(
+        fn.probe, _probe_cases, "attention_forward", ATTENTION_HIDDEN, name="attention_forward"
+    )
+    _require_same_as_reference(
+        "attention_forward", ATTENTION_HIDDEN, seen, _judge_attention, {"rtol": 1e-4, "atol": 1e-5}
+    )
+    passed("attention_forward: hidden shapes as the reference")
+
+
+# --------------------------------------------------------------------------- on a GPU
+#: Realistic sizes for the ``_cuda`` checks.
+CUDA_SPECS = {
+    "bias_gelu": (8192, 8192, 1),
+    "softmax_rows": (8192, 4096, 4096, 0.0, 2),
+    "matmul": (4096, 4096, 4096, "float16", "nn", 3),
+    "attention_forward": (4096, 4096, 64, 4),
+}
+#: Rows of the output handed back and compared (all of them would be 64-256 MB).
+CUDA_ROWS = [0, 1, 2, 511, 1000, 2047, 4095]
+#: The bands, wide on purpose (no single GPU is assumed): the kernel's time over torch's for
+#: the same operation, measured in one probe. Expected on an H100-class GPU: bias_gelu about
+#: 0.5-0.7 (x read once and written once instead of twice each: torch's add then gelu),
+#: softmax_rows about 1 (both read once, write once), matmul 1-1.5 against cuBLAS with good
+#: configs (the Triton tutorial's matmul comes close to cuBLAS in fp16), attention a few times
+#: F.scaled_dot_product_attention's float32 kernel. The course's measured figures:
+#: ``python -m grader measure``.
+MAX_TIME_RATIO = {"bias_gelu": 1.0, "softmax_rows": 2.0, "matmul": 3.0, "attention_forward": 8.0}
+#: torch's version of each operation, timed beside the student's.
+TORCH_OPS = {
+    "bias_gelu": "F.gelu(x + bias, approximate='tanh')",
+    "softmax_rows": "torch.softmax(x, dim=1)",
+    "matmul": "a @ b",
+    "attention_forward": "F.scaled_dot_product_attention(q[None], k[None], v[None])[0]",
+}
+
+
+def _probe_cuda(fn, kind: str) -> dict:
+    """Probe: the student's function on CUDA tensors of :data:`CUDA_SPECS` size, warmed up
+    (compilation, autotuning), then timed with ``torch.utils.benchmark`` beside torch's
+    operation; the output's :data:`CUDA_ROWS` handed back."""
+    from torch.utils import benchmark
+
+    args = make_inputs(kind, CUDA_SPECS[kind], device="cuda")
+    seen: dict = {}
+    with _autotune_without_timing(seen):
+        record = attempt(lambda: fn(*args).float()[CUDA_ROWS].cpu())
+        if not record["ok"]:
+            return {"call": record}
+        names = ROLES[kind]
+        env = {**dict(zip(names, args)), "fn": fn, "F": F, "torch": torch}
+        call = f"fn({', '.join(names)})"
+        mine = benchmark.Timer(call, globals=env).blocked_autorange(min_run_time=0.5)
+        theirs = benchmark.Timer(TORCH_OPS[kind], globals=env).blocked_autorange(min_run_time=0.5)
+    return {
+        "call": record,
+        "mine_s": mine.median,
+        "torch_s": theirs.median,
+        "device": torch.cuda.get_device_name(0),
+        "autotune": seen,
+    }
+
+
+def _expected_rows(kind: str) -> torch.Tensor:
+    """The exercise's result at :data:`CUDA_ROWS`, computed on the GPU in float64."""
+    args = make_inputs(kind, CUDA_SPECS[kind], device="cuda")
+    if kind == "matmul":
+        a, b = args
+        return (a[CUDA_ROWS].double() @ b.double()).cpu()
+    if kind == "attention_forward":
+        q, k, v = (t.double() for t in args)
+        return F.scaled_dot_product_attention(q[None], k[None], v[None])[0][CUDA_ROWS].cpu()
+    return expected(kind, tuple(t.double() for t in args))[CUDA_ROWS].cpu()
+
+
+#: Tolerances on the GPU: tl.dot on float32 uses TF32 by default (10-bit mantissa products),
+#: so attention is compared loosely; fp16 matmul: the float16 result of a float32 sum.
+CUDA_TOL = {
+    "bias_gelu": (1e-5, 1e-5),
+    "softmax_rows": (1e-4, 1e-6),
+    "matmul": (1e-2, 0.25),
+    "attention_forward": (2e-2, 2e-2),
+}
+
+
+def _check_cuda(fn_obj, kind: str, what: str) -> dict | None:
+    if not cuda_or_not_checked(what):
+        return None
+    fn = student(fn_obj, kind)
+    seen = call_student(fn.probe, _probe_cuda, kind, name=f"{kind} on CUDA tensors")
+    got = call_student(lambda: outcome(seen["call"]), name=f"{kind} on CUDA tensors")
+    want = _expected_rows(kind).double()
+    rtol, atol = CUDA_TOL[kind]
+    bad = ~torch.isclose(got.double(), want, rtol=rtol, atol=atol)
+    require(
+        not bad.any(),
+        f"{kind} on CUDA tensors {CUDA_SPECS[kind][:3]}: wrong values",
+        yours=f"{int(bad.sum())} elements off, max difference "
+        f"{(got.double() - want).abs().max().item():.3g}",
+        expected=f"within rtol={rtol:g}, atol={atol:g}",
+        cause="the CPU checks pass? Then look for what the interpreter does not show: a race "
+        "between program instances, or num_warps/num_stages in a config the interpreter "
+        "ignored",
+    )
+    ratio = seen["mine_s"] / seen["torch_s"]
+    require(
+        ratio <= MAX_TIME_RATIO[kind],
+        f"{kind} on {seen['device']}: {seen['mine_s'] * 1e3:.3f} ms, torch "
+        f"({TORCH_OPS[kind]}) {seen['torch_s'] * 1e3:.3f} ms",
+        yours=f"{ratio:.2f} x torch's time",
+        expected=f"at most {MAX_TIME_RATIO[kind]:g} x",
+        cause="block sizes too small for the GPU (each program instance does too little), "
+        "or extra passes over memory",
+    )
+    return {**seen, "ratio": ratio}
+
+
+def check_bias_gelu_cuda(bias_gelu) -> None:
+    """CUDA: values on an (8192, 8192) float32 x, and the kernel's time against torch's
+    unfused ``F.gelu(x + bias)`` (two kernels) in one run: at most :data:`MAX_TIME_RATIO`."""
+    seen = _check_cuda(bias_gelu, "bias_gelu", "bias_gelu's time against torch's on a GPU")
+    if seen is not None:
+        passed(
+            f"bias_gelu: {seen['ratio']:.2f} x the time of torch's add + gelu ({seen['device']})"
+        )
+
+
+def check_softmax_rows_cuda(softmax_rows) -> None:
+    """CUDA: values on (8192, 4096) float32, time against ``torch.softmax``; prints the
+    achieved bandwidth (read once, written once)."""
+    seen = _check_cuda(softmax_rows, "softmax_rows", "softmax_rows's bandwidth on a GPU")
+    if seen is not None:
+        m, n = CUDA_SPECS["softmax_rows"][:2]
+        gbs = 2 * m * n * 4 / seen["mine_s"] / 1e9
+        passed(f"softmax_rows: {gbs:.0f} GB/s, {seen['ratio']:.2f} x torch.softmax's time "
+               f"({seen['device']})")  # fmt: skip
+
+
+def check_matmul_cuda(matmul) -> None:
+    """CUDA: values on 4096^3 float16, TFLOP/s against cuBLAS (``a @ b``), and the autotuner
+    had several configs to choose from on the GPU."""
+    seen = _check_cuda(matmul, "matmul", "matmul's TFLOP/s against cuBLAS on a GPU")
+    if seen is None:
+        return
+    configs = seen["autotune"].get("configs", 0)
+    require(
+        configs >= 2,
+        "matmul on CUDA tensors: the autotuner had fewer than two configs",
+        yours=f"{configs} config(s)",
+        expected="at least 2 on a GPU",
+        cause="give @triton.autotune several configs where kernels are compiled for the GPU "
+        "(one is for the interpreter only)",
+    )
+    m, k, n = CUDA_SPECS["matmul"][:3]
+    tflops = 2 * m * n * k / seen["mine_s"] / 1e12
+    passed(
+        f"matmul: {tflops:.0f} TFLOP/s, {seen['ratio']:.2f} x cuBLAS's time, best of "
+        f"{configs} configs ({seen['device']})"
+    )
+
+
+def check_attention_forward_cuda(attention_forward) -> None:
+    """CUDA: values at L = S = 4096, d = 64 (float32; TF32 in tl.dot), time against
+    ``F.scaled_dot_product_attention``."""
+    seen = _check_cuda(
+        attention_forward, "attention_forward", "attention_forward against SDPA on a GPU"
+    )
+    if seen is not None:
+        passed(
+            f"attention_forward: {seen['ratio']:.2f} x the time of "
+            f"F.scaled_dot_product_attention ({seen['device']})"
+        )
+
+
+# --------------------------------------------------------------------------- demos
+def unfused_bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """bias + GELU (tanh form) written out op by op, as a model's code often is: each
+    operation one kernel, each reading and writing a full tensor."""
+    h = x + bias
+    return 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
