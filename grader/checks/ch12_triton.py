@@ -354,7 +354,7 @@ def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> tor
         bool(traffic["launches"]),
         f"{label} launched no Triton kernel",
         yours="no launch",
-        expected=f"{launches} kernel launch(es)",
+        expected="one kernel launch" if launches == "one" else "a kernel launch",
         cause="compute the result in your @triton.jit kernel, launched as kernel[grid](...), "
         "not with torch operations",
     )
