@@ -186,3 +186,24 @@ def test_strided_inputs_keep_their_layout_on_another_device_copy():
     moved = checks._to_device(x, "cpu")
     assert moved.stride() == (8, 1) and torch.equal(moved, x)
     assert checks._to_device(b, "cpu").stride() == (1, 6)
+
+
+def test_a_score_matrix_the_kernel_writes_into_a_buffer_made_outside_is_caught_by_its_stores():
+    """The scratch-scores sample's kernel, with the (L, S) buffer allocated once outside the
+    function (so no torch operation inside the call makes it): the stores give it away."""
+    sample = answer_fn(A, "wrong_attention_scratch_scores", "attention_forward")
+    kernel = sample.__globals__["attention_kernel"]
+    scratch = torch.empty(128 * 128)
+
+    def attention_forward(q, k, v):
+        length, d = q.shape
+        s = k.shape[0]
+        out = torch.empty((length, d))
+        kernel[(math.ceil(length / 16),)](
+            q, k, v, scratch, out, length, s, 1.0 / math.sqrt(d), D=d, BLOCK_M=16, BLOCK_S=128
+        )
+        return out
+
+    with pytest.raises(CheckFailed, match="the kernels stored") as info:
+        checks.check_attention_forward(attention_forward)
+    assert "other tensors: " in str(info.value)

@@ -176,8 +176,9 @@ def _autotune_without_timing(seen: dict):
 
 class _TensorsMade:
     """Records the floating-point tensors that torch operations create while active (shape of
-    each one with at least ``threshold`` elements). Integer and byte tensors (the
-    interpreter's copies of the kernel's arguments) are left out."""
+    each one with at least ``threshold`` elements). Left out: integer and byte tensors, and
+    ``set_`` (the interpreter's copies of the kernel's arguments: byte views of their storage,
+    then the argument re-viewed on it; no new data)."""
 
     def __init__(self, threshold: int) -> None:
         self.threshold = threshold
@@ -192,6 +193,8 @@ class _TensorsMade:
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
+                if str(func).startswith("aten.set_"):  # the interpreter re-viewing an argument
+                    return out
                 for t in out if isinstance(out, (list, tuple)) else [out]:
                     if (
                         isinstance(t, torch.Tensor)
