@@ -1053,3 +1053,16 @@ def unfused_bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     operation one kernel, each reading and writing a full tensor."""
     h = x + bias
     return 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
+
+
+def warm_caches() -> None:
+    """Compile what the notebook's section 4 compiles (Inductor's C++ for
+    :func:`unfused_bias_gelu` on the CPU), so Inductor's on-disk cache holds it: the first
+    ``torch.compile`` in a process with an empty cache builds Inductor's C++ support code (about
+    15 s on a 2-core CPU). The grading command runs this once per class and copies the cache into
+    each kernel's own folder (:mod:`grader.grading.grading`)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    compiled = torch.compile(unfused_bias_gelu)
+    compiled(torch.randn(256, 300), torch.randn(300))
