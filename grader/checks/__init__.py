@@ -1,5 +1,5 @@
 """The checks that the notebooks' test cells call: one module per notebook (``ch01_devices`` ...
-``ch11_scaling``) and what they share (:mod:`~grader.checks.common`: teaching failure messages,
+``ch12_triton``) and what they share (:mod:`~grader.checks.common`: teaching failure messages,
 CUDA-only checks, partial credit).
 
 A check takes the student's function (or a :class:`grader.runtime.remote.Handle` to it), runs it
