@@ -138,6 +138,9 @@ def test_the_float16_case_separates_the_accumulators():
         ("wrong_attention_scratch_scores", "attention_forward", "materialized"),
         ("wrong_attention_two_pass", "attention_forward", "online softmax"),
         ("wrong_attention_no_key_mask", "attention_forward", "a missing mask"),
+        ("wrong_bias_gelu_torch_after_kernel", "bias_gelu", "changed after the kernel"),
+        ("wrong_softmax_numpy_after_kernel", "softmax_rows", "changed after the kernel"),
+        ("wrong_attention_rows_with_torch_after_kernel", "attention_forward", "changed after"),
     ],
 )
 def test_each_mistake_is_named_in_the_message(sample, name, message):

@@ -8,7 +8,8 @@ memory: bytes loaded and stored per tensor (each tensor recognised by its addres
 ``x``, the ``bias``, the returned output, or any other tensor the function made), the launches
 and their grids, and every access outside the tensors (never performed). The checks judge, in
 the grading process: no out-of-bounds lane (the missing mask), the output fully written (a grid
-that misses the last block), the values against torch's, and the bytes against the minimum the
+that misses the last block) and returned as the last launch left it (not filled afterwards by
+torch or through a numpy view), the values against torch's, and the bytes against the minimum the
 operation needs (see each ``check_*``'s docstring for the exact bounds). ``attention_forward``
 is also run under a :class:`torch.utils._python_dispatch.TorchDispatchMode` that records the
 floating-point tensors its torch operations create: an ``L x S`` score matrix made with torch
@@ -272,17 +273,33 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
 
     record = attempt(run)
     out = box.get("out")
+    changed = False
     if isinstance(out, torch.Tensor):
         roles["out"] = _span(out)
+        changed = _changed_after_kernels(out, box.get("log"))
     result = {
         "call": record,
         "traffic": _traffic_data(box.get("log", []), roles),
         "autotune": {k: v for k, v in seen.items() if k != "index"},
         "contiguous": isinstance(out, torch.Tensor) and out.is_contiguous(),
+        "changed_after_kernels": changed,
     }
     if made is not None:
         result["made"] = made.big[:5]
     return result
+
+
+def _changed_after_kernels(out: torch.Tensor, log) -> bool:
+    """Whether the returned CPU tensor's bytes differ from those the last launch that had it
+    as an argument left there: something else (a torch operation, ``out[i] = ...``, a numpy
+    view) wrote it after the kernel. False where no launch had it (judged elsewhere)."""
+    import ctypes
+
+    if log is None or out.device.type != "cpu" or out.numel() == 0:
+        return False
+    lo, hi = _span(out)
+    before = log.bytes_after_kernels(lo, hi)
+    return before is not None and ctypes.string_at(lo, hi - lo) != before
 
 
 def _probe_cases(fn, kind: str, specs: list) -> list[dict]:
@@ -370,6 +387,16 @@ def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> tor
             cause="do the whole operation in one kernel: each launch reads its inputs from "
             "memory and writes its outputs back",
         )
+    require(
+        not seen.get("changed_after_kernels"),
+        f"{label}: the output was changed after the kernel stored it",
+        yours="values written into the output by something other than the kernel, after "
+        "its launch (a torch operation, out.copy_(...), out[i] = ..., a numpy view)",
+        expected="the output exactly as the kernel left it",
+        cause="compute the result in the kernel: a kernel that only loads the inputs and "
+        "stores placeholders, with torch filling the output afterwards, is torch's work, "
+        "not the kernel's",
+    )
     out_row = traffic["roles"].get("out", {})
     written = out_row.get("distinct_stored", 0)
     require(

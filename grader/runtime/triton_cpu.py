@@ -588,7 +588,28 @@ class _Launch:
 
 
 class TrafficLog(list):
-    """The launches counted by :func:`count_traffic`: one :class:`Traffic` per launch, in order."""
+    """The launches counted by :func:`count_traffic`: one :class:`Traffic` per launch, in order.
+
+    Attributes:
+        after: for each launch, in order, the bytes of its CPU tensor arguments as the launch
+            left them: ``(start address, bytes of the extent)`` per tensor. Read them with
+            :meth:`bytes_after_kernels`.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.after: list[list[tuple[int, bytes]]] = []
+
+    def bytes_after_kernels(self, start: int, end: int) -> bytes | None:
+        """The bytes ``[start, end)`` as the last launch whose tensor arguments held them left
+        them, or None if no launch had them. Compared with the memory after the function
+        returned, it tells whether something other than a kernel (a torch operation, a numpy
+        view) wrote there after the kernels."""
+        for tensors in reversed(self.after):
+            for lo, data in tensors:
+                if lo <= start and end <= lo + len(data):
+                    return data[start - lo : end - lo]
+        return None
 
     def total(self) -> Traffic:
         """All launches added up (:meth:`Traffic.add`); an empty :class:`Traffic` for none."""
@@ -661,6 +682,7 @@ def count_traffic(
         finally:
             launch, state["launch"] = state["launch"], None
             log.append(launch.traffic())
+            log.after.append(_cpu_bytes([*args, *kwargs.values()]))
 
     def init_args(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
@@ -727,6 +749,37 @@ def count_traffic(
             builder.__dict__.pop(n, None)
         builder.__dict__.update(saved_builder)
         _active.pop()
+
+
+def _cpu_bytes(values: list[Any]) -> list[tuple[int, bytes]]:
+    """``(start, bytes of the extent)`` of each CPU tensor in ``values`` (tuples' items and
+    descriptors' bases too), read with ``ctypes`` (no torch operation); other devices' tensors
+    are left out."""
+    import ctypes
+
+    import torch
+
+    flat: list[Any] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, tuple):
+            for v in value:
+                walk(v)
+            return
+        if type(value).__name__ == "TensorDescriptor":
+            value = value.base
+        if type(value).__name__ == "TensorWrapper":  # triton.reinterpret
+            value = getattr(value, "base", value)
+        if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+            flat.append(value)
+
+    for v in values:
+        walk(v)
+    out = []
+    for t in _tensor_extents([(str(i), v) for i, v in enumerate(flat)]):
+        if t.end > t.start:
+            out.append((t.start, ctypes.string_at(t.start, t.end - t.start)))
+    return out
 
 
 def _or(mask: Any, fallback: Any) -> Any:
