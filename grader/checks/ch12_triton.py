@@ -861,6 +861,27 @@ def _judge_attention(spec: tuple, seen: dict) -> None:
     )  # fmt: skip
     traffic = seen["traffic"]
     _require_stores_exactly_output("attention_forward", spec, traffic, length * d * 4)
+    other = _role(traffic, "other")
+    require(
+        other["loaded"] == 0,
+        f"{label}: the kernel read a tensor other than q, k and v",
+        yours=f"{other['loaded']} bytes loaded from {other.get('names', [])}",
+        expected="loads from q, k and v themselves",
+        cause="the kernel reads something computed before it (attention computed with torch, "
+        "row by row or block by block, then copied by the kernel?): compute the scores, the "
+        "online softmax and the weighted sum of v in the kernel, from q, k and v",
+    )
+    for role in ("q", "k", "v"):
+        row = _role(traffic, role)
+        whole = (length if role == "q" else s) * d * 4
+        require(
+            row["distinct_loaded"] == whole,
+            f"{label}: the kernel read only part of {role}",
+            yours=f"{row['distinct_loaded']} of {row['nbytes']} bytes of {role} read",
+            expected=f"all of {role}",
+            cause="every query row attends to every key: the grid must cover all blocks of "
+            "queries, and the loop all blocks of keys (range(0, S, BLOCK_S), masked)",
+        )
     programs = sum(math.prod(grid) for _, grid in traffic["launches"])
     bounds = attention_bounds(length, s, d, programs)
     for role in ("q", "k", "v"):
@@ -881,6 +902,7 @@ def check_attention_forward(attention_forward) -> None:
     """Check values against ``F.scaled_dot_product_attention`` (L, S not multiples of a block,
     one query, one key, d = 16 and 32); every lane in bounds; one launch; only the output
     stored (no scratch score matrix), no tensor of ``L*S`` elements made by torch operations,
+    q, k and v each read whole and nothing else read (no result computed before the kernel),
     and k and v read at most once per program instance (:func:`attention_bounds`).
 
     Raises:
