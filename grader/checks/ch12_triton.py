@@ -9,7 +9,7 @@ memory: bytes loaded and stored per tensor (each tensor recognised by its addres
 and their grids, and every access outside the tensors (never performed). The checks judge, in
 the grading process: no out-of-bounds lane (the missing mask), the output fully written (a grid
 that misses the last block) and returned as the last launch left it (not filled afterwards by
-torch or through a numpy view), the values against torch's, and the bytes against the minimum the
+torch or through a numpy view), the inputs unchanged (when each launch starts and at the end), the values against torch's, and the bytes against the minimum the
 operation needs (see each ``check_*``'s docstring for the exact bounds). ``attention_forward``
 is also run under a :class:`torch.utils._python_dispatch.TorchDispatchMode` that records the
 floating-point tensors its torch operations create: an ``L x S`` score matrix made with torch
@@ -252,6 +252,7 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
     """Run ``fn`` on the case's CPU tensors under the interpreter, counting; plain data back."""
     args = make_inputs(kind, spec)
     roles = {name: _span(t) for name, t in zip(ROLES[kind], args)}
+    originals = {name: _bytes(lo, hi) for name, (lo, hi) in roles.items()}
     seen: dict = {"index": config_index}
     box: dict = {}
     made = None
@@ -283,10 +284,31 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
         "autotune": {k: v for k, v in seen.items() if k != "index"},
         "contiguous": isinstance(out, torch.Tensor) and out.is_contiguous(),
         "changed_after_kernels": changed,
+        "inputs_changed": _inputs_changed(roles, originals, box.get("log")),
     }
     if made is not None:
         result["made"] = made.big[:5]
     return result
+
+
+def _bytes(lo: int, hi: int) -> bytes:
+    """A CPU tensor's extent, read without a torch operation."""
+    import ctypes
+
+    return ctypes.string_at(lo, hi - lo) if hi > lo else b""
+
+
+def _inputs_changed(roles: dict, originals: dict, log) -> list[str]:
+    """The inputs whose bytes differ from those made for the case, when a launch started or
+    when the function returned: an input written before the kernel read it (the result
+    computed with torch into x, then copied by the kernel), even if restored afterwards."""
+    changed = []
+    for name in originals:
+        lo, hi = roles[name]
+        seen = [_bytes(lo, hi)] + (log.bytes_before_kernels(lo, hi) if log is not None else [])
+        if any(one != originals[name] for one in seen):
+            changed.append(name)
+    return changed
 
 
 def _changed_after_kernels(out: torch.Tensor, log) -> bool:
@@ -387,6 +409,15 @@ def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> tor
             cause="do the whole operation in one kernel: each launch reads its inputs from "
             "memory and writes its outputs back",
         )
+    changed = seen.get("inputs_changed", [])
+    require(
+        not changed,
+        f"{label}: the function changed its input(s) {', '.join(changed)}",
+        yours=f"{', '.join(changed)} not as given when a kernel started or when it returned",
+        expected="the inputs left as they are (read only)",
+        cause="write results into a new output tensor, never into the inputs (a result "
+        "computed with torch into an input and copied by the kernel is torch's work)",
+    )
     require(
         not seen.get("changed_after_kernels"),
         f"{label}: the output was changed after the kernel stored it",

@@ -591,14 +591,27 @@ class TrafficLog(list):
     """The launches counted by :func:`count_traffic`: one :class:`Traffic` per launch, in order.
 
     Attributes:
-        after: for each launch, in order, the bytes of its CPU tensor arguments as the launch
-            left them: ``(start address, bytes of the extent)`` per tensor. Read them with
-            :meth:`bytes_after_kernels`.
+        before: for each launch, in order, the bytes of its CPU tensor arguments as the launch
+            found them: ``(start address, bytes of the extent)`` per tensor (see
+            :meth:`bytes_before_kernels`).
+        after: the same as each launch left them (see :meth:`bytes_after_kernels`).
     """
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        self.before: list[list[tuple[int, bytes]]] = []
         self.after: list[list[tuple[int, bytes]]] = []
+
+    def bytes_before_kernels(self, start: int, end: int) -> list[bytes]:
+        """The bytes ``[start, end)`` as each launch whose tensor arguments held them found
+        them, in order (a check compares them with an input's: an input changed before a
+        kernel read it)."""
+        return [
+            data[start - lo : end - lo]
+            for tensors in self.before
+            for lo, data in tensors
+            if lo <= start and end <= lo + len(data)
+        ]
 
     def bytes_after_kernels(self, start: int, end: int) -> bytes | None:
         """The bytes ``[start, end)`` as the last launch whose tensor arguments held them left
@@ -673,6 +686,7 @@ def count_traffic(
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         state["launch"] = _Launch(getattr(self.fn, "__name__", "kernel"), [])
+        log.before.append(_cpu_bytes([*args, *kwargs.values()]))
         try:
             return orig_call(self, *args, **kwargs)
         except InterpreterError as e:
