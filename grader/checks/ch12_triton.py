@@ -74,7 +74,8 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
     Args:
         kind: "bias_gelu", "softmax_rows", "matmul" or "attention_forward".
         spec: bias_gelu: ``(M, N, seed)``; softmax_rows: ``(M, N, row_stride, offset, seed)``
-            (``x`` is the first ``N`` columns of an ``(M, row_stride)`` tensor, plus ``offset``);
+            (``x`` is the first ``N`` columns of an ``(M, row_stride)`` tensor of ``4 * randn``,
+            plus ``offset``; a sixth item replaces the 4: a row's values spread wide);
             matmul: ``(M, K, N, dtype name, layout, seed)`` with layout ``"nn"``, ``"nt"`` (``b``
             a transposed view) or ``"tn"`` (``a`` one); attention_forward: ``(L, S, d, seed)``.
         device: where to make them (CPU tensors are made on the CPU and moved).
@@ -84,8 +85,8 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
         g = _gen(seed)
         out = (torch.randn(m, n, generator=g) * 2, torch.randn(n, generator=g))
     elif kind == "softmax_rows":
-        m, n, row_stride, offset, seed = spec
-        wide = torch.randn(m, row_stride, generator=_gen(seed)) * 4 + offset
+        m, n, row_stride, offset, seed, *scale = spec
+        wide = torch.randn(m, row_stride, generator=_gen(seed)) * (scale or [4])[0] + offset
         out = (wide[:, :n],)
     elif kind == "matmul":
         m, k, n, dtype, layout, seed = spec
@@ -342,9 +343,10 @@ def _label(kind: str, spec: tuple) -> str:
     if kind == "bias_gelu":
         return f"{kind}(x of shape ({spec[0]}, {spec[1]}), bias of shape ({spec[1]},))"
     if kind == "softmax_rows":
-        m, n, stride, offset, _ = spec
+        m, n, stride, offset = spec[:4]
         extra = f", row stride {stride}" if stride != n else ""
         extra += f", values near {offset:g}" if offset else ""
+        extra += f", values spread by {spec[5]:g} x randn" if len(spec) > 5 else ""
         return f"{kind}(x of shape ({m}, {n}){extra})"
     if kind == "matmul":
         m, k, n, dtype, layout, _ = spec
@@ -587,8 +589,10 @@ def check_bias_gelu_hidden(bias_gelu) -> None:
 
 
 # --------------------------------------------------------------------------- softmax_rows
-#: (M, N, row stride, offset, seed): N not a power of two, strided rows (a column slice), large
-#: values (exp overflows without subtracting the max), one element, N = 1, empty.
+#: (M, N, row stride, offset, seed[, spread]): N not a power of two, strided rows (a column
+#: slice), large values (exp overflows without subtracting the max), one element, N = 1, empty,
+#: and rows whose values spread over hundreds (100 x randn): subtracting anything but the
+#: row's max (its first element, its mean) leaves differences above 88, where exp overflows.
 SOFTMAX_CASES = [
     (6, 100, 100, 0.0, 1),
     (9, 37, 64, 0.0, 2),
@@ -598,12 +602,13 @@ SOFTMAX_CASES = [
     (1, 1, 1, 0.0, 6),
     (7, 1, 3, 0.0, 7),
     (0, 16, 16, 0.0, 8),
+    (4, 200, 200, 0.0, 9, 100.0),
 ]
 SOFTMAX_HIDDEN = [(33, 1000, 1024, 100.0, 11), (2, 4096, 4096, 0.0, 12), (12, 3, 3, 0.0, 13)]
 
 
 def _softmax_cause(spec: tuple):
-    m, n, stride, offset, _ = spec
+    m, n, stride, offset = spec[:4]
 
     def cause(finite: bool) -> str:
         if not finite:
@@ -669,8 +674,8 @@ def _judge_softmax(spec: tuple, seen: dict) -> None:
 
 def check_softmax_rows(softmax_rows) -> None:
     """Check values against ``torch.softmax`` on rows whose N is not a power of two, strided
-    rows, values offset by ±1e4 (no inf or nan allowed), one element and empty; one launch;
-    every lane in bounds; x itself read exactly once (``M*N*4`` bytes loaded, not twice that),
+    rows, values offset by ±1e4 or spread by 100 x randn (no inf or nan allowed), one element
+    and empty; one launch; every lane in bounds; x itself read exactly once (``M*N*4`` bytes loaded, not twice that),
     only the output stored (``M*N*4`` bytes).
 
     Raises:
@@ -681,8 +686,8 @@ def check_softmax_rows(softmax_rows) -> None:
     for spec, one in zip(SOFTMAX_CASES, seen):
         _judge_softmax(spec, one)
     passed(
-        f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4), "
-        "each row read once"
+        f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4, rows "
+        "spread wide), each row read once"
     )
 
 
