@@ -144,6 +144,7 @@ def test_the_float16_case_separates_the_accumulators():
         ("wrong_attention_torch_rows_copied_by_kernel", "attention_forward", "other than q"),
         ("wrong_softmax_result_in_x", "softmax_rows", "changed its input"),
         ("wrong_softmax_subtracts_first_element", "softmax_rows", "subtract the row's max"),
+        ("wrong_attention_two_pass_padded_grid", "attention_forward", "online softmax"),
     ],
 )
 def test_each_mistake_is_named_in_the_message(sample, name, message):

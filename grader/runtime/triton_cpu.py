@@ -181,6 +181,8 @@ class Traffic:
         out_of_bounds_lanes: how many lanes were out of bounds in all (every one, not only the
             recorded ones).
         launches: ``(kernel name, grid)`` of each launch, grid as ``(x, y, z)``, in order.
+        storing_programs: how many program instances stored at least one in-bounds lane (an
+            instance of a padded grid that does nothing is not one), over all launches.
     """
 
     loads_bytes: int = 0
@@ -189,6 +191,7 @@ class Traffic:
     out_of_bounds: list[OutOfBounds] = field(default_factory=list)
     out_of_bounds_lanes: int = 0
     launches: list[tuple[str, tuple[int, int, int]]] = field(default_factory=list)
+    storing_programs: int = 0
 
     @property
     def in_bounds(self) -> bool:
@@ -215,6 +218,7 @@ class Traffic:
             self.out_of_bounds + other.out_of_bounds,
             self.out_of_bounds_lanes + other.out_of_bounds_lanes,
             self.launches + other.launches,
+            self.storing_programs + other.storing_programs,
         )
 
 
@@ -501,6 +505,7 @@ class _Launch:
         self.grid: tuple[int, int, int] = (0, 0, 0)
         self.out_of_bounds: list[OutOfBounds] = []
         self.out_of_bounds_lanes = 0
+        self.storing: set[tuple[int, ...]] = set()
 
     def traffic(self) -> Traffic:
         per = {
@@ -521,6 +526,7 @@ class _Launch:
             out_of_bounds=list(self.out_of_bounds),
             out_of_bounds_lanes=self.out_of_bounds_lanes,
             launches=[(self.kernel, self.grid)],
+            storing_programs=len(self.storing),
         )
 
     def where(self, address: int, home: _Tensor | None, size: int) -> str:
@@ -573,6 +579,7 @@ class _Launch:
             if op in ("store", "atomic"):
                 home.stored += n_in * size
                 home.mark(lanes[home_in], size, "store")
+                self.storing.add(tuple(int(i) for i in program_id))
         n_out = int(lanes.size - n_in)
         if n_out:
             self.out_of_bounds_lanes += n_out
