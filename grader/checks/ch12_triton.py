@@ -77,7 +77,9 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
             (``x`` is the first ``N`` columns of an ``(M, row_stride)`` tensor of ``4 * randn``,
             plus ``offset``; a sixth item replaces the 4: a row's values spread wide);
             matmul: ``(M, K, N, dtype name, layout, seed)`` with layout ``"nn"``, ``"nt"`` (``b``
-            a transposed view) or ``"tn"`` (``a`` one); attention_forward: ``(L, S, d, seed)``.
+            a transposed view) or ``"tn"`` (``a`` one); attention_forward: ``(L, S, d, seed)``,
+            or ``(L, S, d, seed, pad)``: q, k and v the first ``d`` columns of tensors ``pad``
+            columns wider (rows strided, last dimension contiguous).
         device: where to make them (CPU tensors are made on the CPU and moved).
     """
     if kind == "bias_gelu":
@@ -100,9 +102,12 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
             a = a.t().contiguous().t()
         out = (a, b)
     elif kind == "attention_forward":
-        length, s, d, seed = spec
+        length, s, d, seed, *pad = spec
         g = _gen(seed)
-        out = tuple(torch.randn(r, d, generator=g) for r in (length, s, s))
+        if pad:  # rows strided: the first d columns of (r, d + pad) tensors
+            out = tuple(torch.randn(r, d + pad[0], generator=g)[:, :d] for r in (length, s, s))
+        else:
+            out = tuple(torch.randn(r, d, generator=g) for r in (length, s, s))
     else:
         raise ValueError(f"unknown exercise {kind!r}")
     if device == "cpu":
@@ -354,8 +359,9 @@ def _label(kind: str, spec: tuple) -> str:
         views = {"nn": "", "nt": ", b a transposed view (b.stride() == (1, K))",
                  "tn": ", a a transposed view (a.stride() == (1, M))"}  # fmt: skip
         return f"{kind}(a ({m}, {k}), b ({k}, {n}), {dtype}{views[layout]})"
-    length, s, d, _ = spec
-    return f"{kind}(q ({length}, {d}), k and v ({s}, {d}))"
+    length, s, d = spec[:3]
+    extra = f", rows strided by {d + spec[4]}" if len(spec) > 4 else ""
+    return f"{kind}(q ({length}, {d}), k and v ({s}, {d}){extra})"
 
 
 def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> torch.Tensor:
@@ -844,7 +850,8 @@ def check_matmul_hidden(matmul) -> None:
 
 
 # --------------------------------------------------------------------------- attention_forward
-#: (L, S, d, seed): L and S not multiples of a block, one query, one key, d = 16 and 32. L*S is
+#: (L, S, d, seed[, pad]): L and S not multiples of a block, one query, one key, d = 16 and 32,
+#: rows strided (q, k, v column slices of wider tensors, as the contract allows). L*S is
 #: larger than any tensor the function needs (q, k, v, output), so a tensor of L*S elements or
 #: more made by torch is the score matrix (or bigger).
 ATTENTION_CASES = [
@@ -853,6 +860,7 @@ ATTENTION_CASES = [
     (1, 50, 16, 3),
     (40, 1, 16, 4),
     (64, 64, 16, 5),
+    (33, 70, 16, 6, 16),
 ]
 ATTENTION_HIDDEN = [(100, 37, 16, 11), (17, 130, 32, 12)]
 
@@ -873,7 +881,7 @@ def attention_bounds(length: int, s: int, d: int, programs: int) -> dict[str, in
 
 
 def _judge_attention(spec: tuple, seen: dict) -> None:
-    length, s, d, _ = spec
+    length, s, d = spec[:3]
     label = _label("attention_forward", spec)
     made = seen.get("made", [])
     if made:
@@ -892,7 +900,10 @@ def _judge_attention(spec: tuple, seen: dict) -> None:
     args = make_inputs("attention_forward", spec)
     _require_close(
         "attention_forward", spec, out, expected("attention_forward", args), 1e-4, 1e-5,
-        lambda finite: "softmax over each query's scores scaled by 1/sqrt(d); with online "
+        lambda finite: ("q, k and v have strided rows here: address row i at ptr + i * "
+        "stride(0) (pass q.stride(0), k.stride(0), v.stride(0)), not i * d; "
+        if len(spec) > 4 else "")
+        + "softmax over each query's scores scaled by 1/sqrt(d); with online "
         "softmax, rescale the running sum and output by exp(m_old - m_new) when the max grows, "
         "divide by the sum at the end, and mask keys past S with -inf scores"
         + ("" if finite else " (inf/nan: a block whose keys are all masked must not give "
