@@ -8,9 +8,9 @@ memory: bytes loaded and stored per tensor (each tensor recognised by its addres
 ``x``, the ``bias``, the returned output, or any other tensor the function made), the launches
 and their grids, and every access outside the tensors (never performed). The checks judge, in
 the grading process: no out-of-bounds lane (the missing mask), the output fully written (a grid
-that misses the last block) and returned as the last launch left it (not filled afterwards by
-torch or through a numpy view), the inputs unchanged (when each launch starts and at the end), the values against torch's, and the bytes against the minimum the
-operation needs (see each ``check_*``'s docstring for the exact bounds). ``attention_forward``
+that misses the last block), never loaded, and returned as the last launch left it (not filled
+afterwards by torch or through a numpy view), the inputs unchanged (when each launch starts and
+at the end), the values against torch's, and the bytes against the minimum the operation needs (see each ``check_*``'s docstring for the exact bounds). ``attention_forward``
 is also run under a :class:`torch.utils._python_dispatch.TorchDispatchMode` that records the
 floating-point tensors its torch operations create: an ``L x S`` score matrix made with torch
 is seen there, one written by a kernel into a scratch tensor in its stores (and the scratch
@@ -438,6 +438,15 @@ def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> tor
         "not the kernel's",
     )
     out_row = traffic["roles"].get("out", {})
+    require(
+        out_row.get("loaded", 0) == 0,
+        f"{label}: the kernel read the output",
+        yours=f"{out_row.get('loaded', 0)} bytes loaded from the returned tensor",
+        expected="the output only stored, never loaded",
+        cause="the output holds something before the kernel runs (a result computed with "
+        "torch, then read back and stored by the kernel?): compute the values in the kernel "
+        "from the inputs and store them once",
+    )
     written = out_row.get("distinct_stored", 0)
     require(
         written == out.numel() * out.element_size(),
