@@ -10,8 +10,9 @@ and their grids, and every access outside the tensors (never performed). The che
 the grading process: no out-of-bounds lane (the missing mask), the output fully written (a grid
 that misses the last block), never loaded, and returned as the last launch left it (not filled
 afterwards by torch or through a numpy view), the inputs unchanged (when each launch starts and
-at the end), the values against torch's, and the bytes against the minimum the operation needs (see each ``check_*``'s docstring for the exact bounds). ``attention_forward``
-is also run under a :class:`torch.utils._python_dispatch.TorchDispatchMode` that records the
+at the end), the values against torch's, and the bytes against the minimum the operation needs
+(see each ``check_*``'s docstring for the exact bounds). ``attention_forward`` is also run
+under a :class:`torch.utils._python_dispatch.TorchDispatchMode` that records the
 floating-point tensors its torch operations create: an ``L x S`` score matrix made with torch
 is seen there, one written by a kernel into a scratch tensor in its stores (and the scratch
 tensor's allocation).
