@@ -147,6 +147,7 @@ def test_the_float16_case_separates_the_accumulators():
         ("wrong_attention_two_pass_padded_grid", "attention_forward", "online softmax"),
         ("wrong_attention_assumes_contiguous_rows", "attention_forward", "stride(0)"),
         ("wrong_softmax_torch_result_read_back", "softmax_rows", "read the output"),
+        ("wrong_attention_no_running_max", "attention_forward", "numerically unstable"),
     ],
 )
 def test_each_mistake_is_named_in_the_message(sample, name, message):

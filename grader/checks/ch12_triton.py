@@ -79,8 +79,9 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
             plus ``offset``; a sixth item replaces the 4: a row's values spread wide);
             matmul: ``(M, K, N, dtype name, layout, seed)`` with layout ``"nn"``, ``"nt"`` (``b``
             a transposed view) or ``"tn"`` (``a`` one); attention_forward: ``(L, S, d, seed)``,
-            or ``(L, S, d, seed, pad)``: q, k and v the first ``d`` columns of tensors ``pad``
-            columns wider (rows strided, last dimension contiguous).
+            or ``(L, S, d, seed, pad[, q_scale])``: q, k and v the first ``d`` columns of
+            tensors ``pad`` columns wider (rows strided, last dimension contiguous) where
+            ``pad > 0``, q multiplied by ``q_scale`` (scores in the hundreds).
         device: where to make them (CPU tensors are made on the CPU and moved).
     """
     if kind == "bias_gelu":
@@ -103,12 +104,13 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
             a = a.t().contiguous().t()
         out = (a, b)
     elif kind == "attention_forward":
-        length, s, d, seed, *pad = spec
+        length, s, d, seed, *extra = spec
+        pad, q_scale = (list(extra) + [0, 1.0])[:2]
         g = _gen(seed)
-        if pad:  # rows strided: the first d columns of (r, d + pad) tensors
-            out = tuple(torch.randn(r, d + pad[0], generator=g)[:, :d] for r in (length, s, s))
-        else:
-            out = tuple(torch.randn(r, d, generator=g) for r in (length, s, s))
+        # rows strided where pad > 0: the first d columns of (r, d + pad) tensors
+        wide = [torch.randn(r, d + pad, generator=g) for r in (length, s, s)]
+        wide[0] *= q_scale
+        out = tuple(t[:, :d] if pad else t for t in wide)
     else:
         raise ValueError(f"unknown exercise {kind!r}")
     if device == "cpu":
@@ -361,7 +363,8 @@ def _label(kind: str, spec: tuple) -> str:
                  "tn": ", a a transposed view (a.stride() == (1, M))"}  # fmt: skip
         return f"{kind}(a ({m}, {k}), b ({k}, {n}), {dtype}{views[layout]})"
     length, s, d = spec[:3]
-    extra = f", rows strided by {d + spec[4]}" if len(spec) > 4 else ""
+    extra = f", rows strided by {d + spec[4]}" if len(spec) > 4 and spec[4] else ""
+    extra += f", q scaled by {spec[5]:g}" if len(spec) > 5 else ""
     return f"{kind}(q ({length}, {d}), k and v ({s}, {d}){extra})"
 
 
@@ -861,7 +864,8 @@ def check_matmul_hidden(matmul) -> None:
 
 # --------------------------------------------------------------------------- attention_forward
 #: (L, S, d, seed[, pad]): L and S not multiples of a block, one query, one key, d = 16 and 32,
-#: rows strided (q, k, v column slices of wider tensors, as the contract allows). L*S is
+#: rows strided (q, k, v column slices of wider tensors, as the contract allows), q scaled by 30
+#: (scores in the hundreds: exp overflows without the running max). L*S is
 #: larger than any tensor the function needs (q, k, v, output), so a tensor of L*S elements or
 #: more made by torch is the score matrix (or bigger).
 ATTENTION_CASES = [
@@ -871,6 +875,7 @@ ATTENTION_CASES = [
     (40, 1, 16, 4),
     (64, 64, 16, 5),
     (33, 70, 16, 6, 16),
+    (40, 70, 16, 7, 0, 30.0),
 ]
 ATTENTION_HIDDEN = [(100, 37, 16, 11), (17, 130, 32, 12)]
 
@@ -912,7 +917,10 @@ def _judge_attention(spec: tuple, seen: dict) -> None:
         "attention_forward", spec, out, expected("attention_forward", args), 1e-4, 1e-5,
         lambda finite: ("q, k and v have strided rows here: address row i at ptr + i * "
         "stride(0) (pass q.stride(0), k.stride(0), v.stride(0)), not i * d; "
-        if len(spec) > 4 else "")
+        if len(spec) > 4 and spec[4] else "")
+        + ("" if finite else "numerically unstable: scores here reach the hundreds, and exp "
+           "overflows float32 above about 88; subtract the running max (m_new) before exp and "
+           "rescale the sum and output by exp(m_old - m_new); ")
         + "softmax over each query's scores scaled by 1/sqrt(d); with online "
         "softmax, rescale the running sum and output by exp(m_old - m_new) when the max grows, "
         "divide by the sum at the end, and mask keys past S with -inf scores"
