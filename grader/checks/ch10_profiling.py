@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import functools
 import gc
-import gzip
 import json
 import math
 import os
@@ -46,7 +45,7 @@ from grader.checks.common import (
     require,
 )
 from grader.runtime import trace as tracing
-from grader.runtime.course import TRACES, reference
+from grader.runtime.course import reference
 from grader.runtime.remote import Recorded, attempt, attempt_all, outcome, student
 from grader.runtime.simulate import RaceError, simulated_cuda
 
@@ -1035,14 +1034,7 @@ WORKED_EXAMPLE_ANSWER = {
 
 @functools.cache
 def _shipped_events(name: str) -> tuple:
-    path = TRACES / f"{name}.json.gz"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no real trace named {name!r} in {TRACES}: there are {real_trace_names()}"
-        )
-    with gzip.open(path, "rt") as f:
-        data = json.load(f)
-    return tuple(data["traceEvents"] if isinstance(data, dict) else data)
+    return tuple(tracing.real_events(name))
 
 
 def _copy_event(event: dict) -> dict:
@@ -1055,7 +1047,7 @@ def _copy_event(event: dict) -> dict:
 
 def real_trace_names() -> list[str]:
     """The names of the real traces shipped in ``traces/`` (``a100_simple_add``, ...)."""
-    return sorted(p.name.removesuffix(".json.gz") for p in TRACES.glob("*.json.gz"))
+    return tracing.real_names()
 
 
 def raw_trace_events(name: str) -> list[dict]:

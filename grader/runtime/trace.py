@@ -124,10 +124,16 @@ def _load(source: Any) -> list:
     return source
 
 
-def real(name: str) -> Trace:
-    """One of the real GPU traces the course ships in ``traces/`` (recorded by others on A100
-    and MI250 GPUs; see ``traces/README.md`` for where each comes from), e.g.
-    ``real("a100_ddp_nccl_2ranks")``.
+def real_names() -> list[str]:
+    """The names of the real traces shipped in ``traces/`` (``a100_simple_add``, ...)."""
+    from grader.runtime.course import TRACES
+
+    return sorted(p.name.removesuffix(".json.gz") for p in TRACES.glob("*.json.gz"))
+
+
+def real_events(name: str) -> list:
+    """The raw events (``traceEvents``, as ``json.load`` reads them) of one of the real GPU
+    traces the course ships in ``traces/``.
 
     Raises:
         FileNotFoundError: no such trace; the message lists those there are.
@@ -138,10 +144,22 @@ def real(name: str) -> Trace:
 
     path = TRACES / f"{name}.json.gz"
     if not path.is_file():
-        there = sorted(p.name.removesuffix(".json.gz") for p in TRACES.glob("*.json.gz"))
-        raise FileNotFoundError(f"no real trace named {name!r} in {TRACES}: there are {there}")
+        raise FileNotFoundError(
+            f"no real trace named {name!r} in {TRACES}: there are {real_names()}"
+        )
     with gzip.open(path, "rt") as f:
-        return parse(json.load(f))
+        return _load(json.load(f))
+
+
+def real(name: str) -> Trace:
+    """One of the real GPU traces the course ships in ``traces/`` (recorded by others on A100
+    and MI250 GPUs; see ``traces/README.md`` for where each comes from), e.g.
+    ``real("a100_ddp_nccl_2ranks")``.
+
+    Raises:
+        FileNotFoundError: no such trace; the message lists those there are.
+    """
+    return parse(real_events(name))
 
 
 def parse(source: Any) -> Trace:
