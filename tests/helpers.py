@@ -27,6 +27,12 @@ SLOW_EXERCISES = {
     "09_compilation": {"compile_speedup", "export_model"},
     "10_profiling": {"fused_step"},
     "11_scaling": {"bucketed_ddp", "sharded_optimizer", "BucketedDDP", "ShardedOptimizer"},
+    "13_parallelism": {
+        "column_row_mlp",
+        "sequence_parallel_mlp",
+        "ColumnRowMLP",
+        "SequenceParallelMLP",
+    },
 }
 #: Samples that wait for a deadline by design (ranks that hang until the launcher stops them).
 WAITING_SAMPLES = {"11_scaling": {"wrong_zero_owner_only_broadcast"}}

@@ -151,6 +151,18 @@ LESSONS = [
         "CPU (Triton interpreter; speed needs a GPU)",
         2,
     ),
+    Lesson(
+        "13_parallelism",
+        "Tensor, sequence and pipeline parallelism, measured",
+        "Megatron's column/row split by hand and with `DTensor` and `parallelize_module`, "
+        "attention heads across ranks, sequence parallelism and the activations it saves, "
+        "GPipe and 1F1B with `torch.distributed.pipelining` and the bubble measured, a 2-D mesh "
+        "(FSDP2 × TP), collectives benchmarked (algbw, busbw, latency and bandwidth fitted), "
+        "MFU and HFU from a measured throughput, resharding checkpoints with "
+        "`torch.distributed.checkpoint`",
+        "CPU (2–4 gloo processes; several GPUs optional)",
+        2,
+    ),
 ]
 
 

@@ -1,0 +1,7 @@
+"""Checks for 13_parallelism, part: communication (being written)."""
+
+from __future__ import annotations
+
+ASSIGNMENT = "13_parallelism"
+#: The test cells' checks run in the grading process under autograde (grader.grading.judge).
+JUDGED_IN_GRADER = True
