@@ -9,7 +9,8 @@ student's ``BucketedDDP`` or ``ShardedOptimizer`` run in the student's process (
 ``_probe_*`` functions) and hand back plain data: gradients, parameters, the bytes of optimizer
 state each rank holds, and a **timeline** of each rank (:class:`CommTimeline`): the order in
 which gradients became ready during backward and collectives were started and completed,
-recorded by course code at the dispatcher, below anything the student's code calls. Overlap is
+recorded by course code at the dispatcher, below anything the student's code calls
+(:mod:`grader.runtime.collectives`, re-exported here). Overlap is
 judged by ordering, not by durations: in each step of a ``BucketedDDP`` run all ranks but one
 are held back until that one has every gradient (:func:`_rank_bucketed`), so none of its
 all-reduces can complete before its last gradient unless its backward waited for one. The single-process full-batch
@@ -27,9 +28,16 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.checks.common import call_student, fail, not_attempted, passed, require
+from grader.runtime.collectives import (  # noqa: F401 - re-exported: 11's notebook imports them
+    CommTimeline,
+    _argument,
+    _stamp_completion,
+    _tensors,
+    warm_up_timeline,
+)
+from grader.runtime.collectives import is_all_reduce as _is_all_reduce
 from grader.runtime.course import reference
 from grader.runtime.distributed import RanksFailed, default_start_method, run_ranks
 from grader.runtime.remote import Recorded, attempt_all, student
@@ -63,99 +71,6 @@ def _ranks_failed(what: str, text: str, label: str) -> None:
         if hung
         else "read the rank's traceback above",
     )
-
-
-# --------------------------------------------------------------------------- timeline
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _tensors(item)
-
-
-class CommTimeline(TorchDispatchMode):
-    """A per-rank timeline: every collective this process starts (seen at PyTorch's dispatcher,
-    as the ``c10d::`` operator the process group runs, whatever Python function called it), and
-    markers set by course code (``mark``), in order, with ``time.perf_counter_ns`` stamps.
-
-    Events are plain dicts: ``{"kind": "collective", "op": "allreduce_", "bytes": 4096,
-    "t_ns": ...}`` or ``{"kind": <marker>, "t_ns": ..., ...}``. With ``completions=True`` a
-    collective's event also gets ``"done_ns"``: when its work completed (a callback on the
-    ``Work``'s future, run by the process group when the collective is over on this rank,
-    whether or not anyone waits for it), absent while it has not.
-    """
-
-    def __init__(self, completions: bool = False) -> None:
-        super().__init__()
-        self.events: list[dict] = []
-        self.completions = completions
-
-    def mark(self, kind: str, **info) -> None:
-        """Append a marker (``"grad"`` with the parameter's name, ``"backward_end"``, ...)."""
-        self.events.append({"kind": kind, "t_ns": time.perf_counter_ns(), **info})
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        schema = getattr(func, "_schema", None)
-        name = getattr(schema, "name", "")
-        if not name.startswith("c10d::"):
-            return func(*args, **(kwargs or {}))
-        nbytes = sum(t.numel() * t.element_size() for t in _tensors(args[0] if args else ()))
-        self.mark(
-            "collective",
-            op=name.removeprefix("c10d::"),
-            bytes=nbytes,
-            async_op=_argument(schema, "async_op", args, kwargs or {}),
-        )
-        event = self.events[-1]
-        out = func(*args, **(kwargs or {}))
-        if self.completions:
-            _stamp_completion(out, event)
-        return out
-
-
-def _stamp_completion(out, event: dict) -> None:
-    """Set ``event["done_ns"]`` when the work a ``c10d::`` operator returned completes. The
-    operator returns its ``Work`` as a TorchScript object; ``Work.unbox`` gives the Python
-    ``Work`` whose future the process group completes (gloo: its worker thread; NCCL: when the
-    kernel has run). Left unset where this torch has no such API."""
-    work = out[-1] if isinstance(out, (tuple, list)) and out else out
-    try:
-        from torch._C._distributed_c10d import Work
-
-        future = Work.unbox(work).get_future()
-    except Exception:  # noqa: BLE001 - an operator without a Work, or an older torch
-        return
-
-    def done(_future) -> None:
-        event["done_ns"] = time.perf_counter_ns()
-
-    future.add_done_callback(done)
-
-
-def _argument(schema, name: str, args: tuple, kwargs: dict):
-    """The value of argument ``name`` of an operator call, or None when the operator has no
-    such argument (``async_op`` is in the ``c10d::`` schemas of recent PyTorch versions only)."""
-    for i, argument in enumerate(schema.arguments):
-        if argument.name == name:
-            if name in kwargs:
-                return kwargs[name]
-            if i < len(args):
-                return args[i]
-            return argument.default_value
-    return None
-
-
-def warm_up_timeline() -> None:
-    """Enter a :class:`CommTimeline` once in this process. The first dispatch mode of a process
-    imports ``torch._dynamo`` (about 5 s); done before ranks are forked, they inherit it instead
-    of each importing it inside their deadline."""
-    with CommTimeline():
-        torch.ones(1).add(1)
-
-
-def _is_all_reduce(event: dict) -> bool:
-    return event["kind"] == "collective" and event["op"].startswith("allreduce")
 
 
 # --------------------------------------------------------------------------- BucketedDDP
