@@ -47,14 +47,26 @@ def _number(got) -> bool:
     return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isfinite(got)
 
 
-def _matching(got, candidates: dict[str, float]) -> str | None:
-    """The first named alternative value that ``got`` equals (None when none does)."""
+def _matches(got, candidates: dict[str, float]) -> list[str]:
+    """The named alternative values that ``got`` equals, in order."""
     if not _number(got):
-        return None
-    for cause, value in candidates.items():
-        if value is not None and _close(got, value):
+        return []
+    return [c for c, value in candidates.items() if value is not None and _close(got, value)]
+
+
+def _likely_cause(wrong: list[tuple[object, dict[str, float]]]) -> str | None:
+    """The cause that explains the first wrong value and, where it can be told, all the others.
+
+    ``wrong`` holds ``(value, {cause: the value that cause gives})`` of each failed case. Some
+    mistakes give the same value in one case (at 2 ranks ``(n-1)/n × n`` equals ``2(n-1)/n``),
+    so a cause that explains every wrong value it applies to wins over one that explains the
+    first alone.
+    """
+    first = _matches(*wrong[0])
+    for cause in first:
+        if all(cause not in cands or cause in _matches(got, cands) for got, cands in wrong):
             return cause
-    return None
+    return first[0] if first else None
 
 
 def _expect_value_errors(answers: Recorded, label: str, bad: list, why: str) -> None:
@@ -143,6 +155,7 @@ def _check_bus(bus_bandwidth, cases) -> None:
     calls = [((op, s, t, n), {}) for op, s, t, n in cases]
     records = bus_bandwidth.probe(attempt_all, calls + _BUS_BAD)
     answers = Recorded("bus_bandwidth", calls + _BUS_BAD, records)
+    wrong = []
     for op, s, t, n in cases:
         want = ref(op, s, t, n)
         what = f"bus_bandwidth({op!r}, nbytes={s}, seconds={t}, world_size={n})"
@@ -156,9 +169,11 @@ def _check_bus(bus_bandwidth, cases) -> None:
                     "broadcast and reduce keep factor 1. Do not divide by n - 1."
                 ) from exc.__cause__
             raise
-        if _close(got, want):
-            continue
-        cause = _matching(got, _bus_causes(op, s, t, n, want))
+        if not _close(got, want):
+            wrong.append((what, op, n, got, want, _bus_causes(op, s, t, n, want)))
+    if wrong:
+        what, op, n, got, want, _ = wrong[0]
+        cause = _likely_cause([(g, c) for _, o, _, g, _, c in wrong if o == op])
         if cause is None and n == 1:
             cause = (
                 "with one rank nothing crosses a link: nccl-tests' factor (n-1)/n is 0, so busbw "
@@ -280,13 +295,16 @@ def _check_mfu(mfu, cases) -> None:
              for tok, n, layers, s, d, peak, hw, rc in cases]  # fmt: skip
     records = mfu.probe(attempt_all, calls + _MFU_BAD)
     answers = Recorded("mfu", calls + _MFU_BAD, records)
+    wrong = []
     for (args, kwargs), case in zip(calls, cases):
         want = ref(*args, **kwargs)
         what = f"mfu{args} with hardware={kwargs['hardware']}, recompute={kwargs['recompute']}"
         got = call_student(answers, *args, name=what, **kwargs)
-        if _close(got, want):
-            continue
-        cause = _matching(got, _mfu_causes(*case, want)) or (
+        if not _close(got, want):
+            wrong.append((what, got, want, _mfu_causes(*case, want)))
+    if wrong:
+        what, got, want, _ = wrong[0]
+        cause = _likely_cause([(g, c) for _, g, _, c in wrong]) or (
             "model FLOPs per token = 6·N + 12·L·s·d; HFU with recompute adds 2·N + 4·L·s·d; "
             "utilization = tokens/s × FLOPs per token / peak FLOP/s, a fraction"
         )
