@@ -614,6 +614,23 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
                     out, without_residual[rank * n : (rank + 1) * n], atol=tol * 10
                 ):
                     cause = "the residual is missing: return x_shard + the MLP's output"
+                else:
+                    mine = x.detach()[rank * n : (rank + 1) * n]
+                    swapped = [
+                        j
+                        for j in range(world)
+                        if j != rank
+                        and torch.allclose(
+                            out, mine + without_residual[j * n : (j + 1) * n], atol=tol * 10
+                        )
+                    ]
+                    if swapped:
+                        cause = (
+                            f"rank {rank} gets the MLP's output for rank {swapped[0]}'s "
+                            "positions: the reduce-scatter must give rank r the sum of chunk r "
+                            "(positions r*s/world:(r+1)*s/world, dim 0), the chunk its x_shard "
+                            "holds"
+                        )
         require(
             _close(out, want, tol),
             f"{what}: rank {rank}: output vs chunk {rank} of the unsplit x + fc2(gelu(fc1("
