@@ -160,7 +160,7 @@ def _check_bus(bus_bandwidth, cases) -> None:
         want = ref(op, s, t, n)
         what = f"bus_bandwidth({op!r}, nbytes={s}, seconds={t}, world_size={n})"
         try:
-            got = call_student(answers, op, s, t, n, name=what)
+            got = call_student(answers, op, s, t, n, name="bus_bandwidth")
         except CheckFailed as exc:
             if n == 1:
                 raise CheckFailed(
@@ -299,7 +299,7 @@ def _check_mfu(mfu, cases) -> None:
     for (args, kwargs), case in zip(calls, cases):
         want = ref(*args, **kwargs)
         what = f"mfu{args} with hardware={kwargs['hardware']}, recompute={kwargs['recompute']}"
-        got = call_student(answers, *args, name=what, **kwargs)
+        got = call_student(answers, *args, name="mfu", **kwargs)
         if not _close(got, want):
             wrong.append((what, got, want, _mfu_causes(*case, want)))
     if wrong:
