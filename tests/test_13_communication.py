@@ -108,3 +108,31 @@ def test_every_mistake_of_this_part_has_its_cause_checked():
 
     wrong = {s.name for s in load_samples(A) if s.name.startswith(("wrong_busbw_", "wrong_mfu_"))}
     assert wrong == {sample for sample, _, _ in CAUSES}
+
+
+def _rank_demo_collectives(rank, world_size):
+    """The calls of section 5's benchmark (code-c01), with the values they produce."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    warnings.simplefilter("ignore", FutureWarning)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    full, piece = torch.zeros(2 * world_size), torch.full((2,), float(rank))
+    gather(full, piece)  # output first: the S-byte gathered buffer
+    summed = torch.empty(2)
+    scatter(summed, torch.arange(2.0 * world_size) + rank)  # output first: this rank's 1/n
+    return full.tolist(), summed.tolist()
+
+
+def test_the_benchmark_collectives_gather_and_scatter_on_gloo():
+    """Section 5 calls all_gather_single/reduce_scatter_single (torch 2.14) or the *_tensor
+    collectives (2.11) with the output first, on gloo CPU ranks."""
+    from grader.runtime.distributed import run_ranks
+
+    results = run_ranks(_rank_demo_collectives, 2, timeout_s=60)
+    for rank, (gathered, summed) in enumerate(results):
+        assert gathered == [0.0, 0.0, 1.0, 1.0]
+        assert summed == [2.0 * (2 * rank) + 1, 2.0 * (2 * rank + 1) + 1]
