@@ -264,8 +264,9 @@ def _load_2d(rank, world_size, folder):
 def test_dcp_reshards_fsdp_on_2_ranks_into_a_2d_mesh_and_one_process(tmp_path):
     """Sections 4 and 7 as they say: on a (dp, tp) = (2, 2) mesh, rank = 2 dp + tp and FSDP over
     "dp" of a column-parallel weight gives a _StridedShard on dp and Shard on tp, a quarter of
-    the weight; DCP writes .metadata and one file per saving rank, and loads into the 2x2 mesh
-    and into one process without a process group, values equal."""
+    the weight; DCP writes .metadata (each saved chunk's offsets and sizes) and one file per
+    saving rank, and loads into the 2x2 mesh and into one process without a process group,
+    values equal."""
     import warnings
 
     import torch.distributed.checkpoint as dcp
@@ -274,6 +275,12 @@ def test_dcp_reshards_fsdp_on_2_ranks_into_a_2d_mesh_and_one_process(tmp_path):
     shapes = run_ranks(_save_fsdp, 2, folder, timeout_s=120)[0]
     assert shapes["0.up.weight"] == (32, 16)
     assert sorted(os.listdir(folder)) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    up = dcp.FileSystemReader(folder).read_metadata().state_dict_metadata["0.up.weight"]
+    assert tuple(up.size) == (64, 16)
+    assert [(tuple(c.offsets), tuple(c.sizes)) for c in up.chunks] == [
+        ((0, 0), (32, 16)),
+        ((32, 0), (32, 16)),
+    ]
     loaded = run_ranks(_load_2d, 4, folder, timeout_s=120)
     torch.manual_seed(0)
     want = nn.Sequential(_MeshMLP(), _MeshMLP()).state_dict()
