@@ -331,7 +331,9 @@ def _check_params(what, rank, world, params, fc1, fc2, norm, tol, sequence_paral
         elif grad is not None and how == "reshaped":
             grad = grad.reshape(shards[label][0].shape)
         matched[label] = grad
-    missing = [label for label in shards if label not in matched]
+    # fc2.bias may live on some ranks only (added on one rank before the all-reduce is right
+    # too); the checks require it on at least one rank (:func:`_require_bias_somewhere`).
+    missing = [label for label in shards if label not in matched and label != "fc2.bias"]
     require(
         not missing,
         f"{what}: rank {rank}: the shards kept as parameters of your module",
@@ -344,6 +346,16 @@ def _check_params(what, rank, world, params, fc1, fc2, norm, tol, sequence_paral
         "and is not seen by an optimizer)",
     )
     return matched, shards
+
+
+def _require_bias_somewhere(what: str, held: list[bool]) -> None:
+    require(
+        any(held),
+        f"{what}: fc2.bias among your module's parameters",
+        yours=f"on ranks {[r for r, h in enumerate(held) if h]}",
+        expected="fc2.bias as a parameter (whole) on every rank, or at least on one",
+        cause="keep fc2.bias as an nn.Parameter: it is trained too",
+    )
 
 
 def _grad_cause(got, want: torch.Tensor, world: int, tol: float, what_grad: str) -> str:
@@ -464,6 +476,7 @@ def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
             expected=f"{full} (1/{world} of fc1 and of fc2.weight, and fc2.bias)",
             cause="keep only this rank's shards: no copy of the full layers in the module",
         )
+    held: list[bool] = []
     for rank, r in enumerate(seen["ranks"]):
         g = r["x_grad"]
         cause = _grad_cause(g, x.grad, world, tol, "x")
@@ -489,7 +502,10 @@ def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
         matched, shards = _check_params(
             what, rank, world, r["params"], fc1, fc2, None, tol, sequence_parallel=False
         )
+        held.append("fc2.bias" in matched)
         for label, (_, want_grad, _) in shards.items():
+            if label not in matched:
+                continue
             got = matched[label]
             require(
                 _close(got, want_grad, tol),
@@ -500,6 +516,7 @@ def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
                 or "the gradient of the output reaches every rank whole (the all-reduce's "
                 "backward is the identity)",
             )
+    _require_bias_somewhere(what, held)
     for rank, r in enumerate(seen["ranks"]):
         _check_comms(
             what,
@@ -656,6 +673,8 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
             what, rank, world, r["params"], fc1, fc2, norm, tol, sequence_parallel=True
         )
         for label, (_, want_grad, sharded) in shards.items():
+            if label not in matched:
+                continue
             got = matched[label]
             if not sharded:
                 replicated.setdefault(label, []).append(got)
@@ -677,13 +696,14 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
             expected=f"{full} (1/{world} of fc1 and of fc2.weight; fc2.bias and the norm whole)",
             cause="keep only this rank's shards of fc1 and fc2",
         )
+    _require_bias_somewhere(what, [len(replicated.get("fc2.bias", [])) > 0])
     for label, grads in replicated.items():
         _, want_grad, _ = _shards(0, world, fc1, fc2, norm)[label]
         ok = all(isinstance(gr, torch.Tensor) and gr.shape == want_grad.shape for gr in grads)
         total = sum(grads) if ok else None
         require(
             ok and _close(total, want_grad, tol),
-            f"{what}: {label}'s gradients (replicated on every rank), summed over the ranks",
+            f"{what}: {label}'s gradients (replicated), summed over the ranks that hold it",
             yours=_diff(total, want_grad) if ok else [None if gr is None else "?" for gr in grads],
             expected=f"the unsplit module's gradient of {label} (to {tol:g})",
             cause="each rank's gradient of a replicated parameter in the sequence-parallel "
