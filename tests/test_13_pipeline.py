@@ -157,15 +157,16 @@ def test_invalid_timelines_raise_value_error():
 
 def test_recorder_sees_gpipe_hold_m_and_1f1b_p_minus_s_in_flight():
     """On 2 gloo ranks with torch.distributed.pipelining: a forward and a backward recorded per
-    micro-batch on each stage; GPipe holds all m micro-batches' activations at once, 1F1B p - s;
-    the saved bytes scale the same way; the loss does not depend on the schedule or m."""
-    runs = [("gpipe", 4), ("1f1b", 4), ("gpipe", 2)]
-    res = run_ranks(pipeline_rank, 2, runs, 32, 64, 1, timeout_s=60)
+    micro-batch on each stage (interleaved: on each of a rank's 2 chunks); GPipe holds all m
+    micro-batches' activations at once, 1F1B p - s; the saved bytes scale the same way; the loss
+    does not depend on the schedule, m or the chunks."""
+    runs = [("gpipe", 4), ("1f1b", 4), ("gpipe", 2), ("interleaved_1f1b", 4)]
+    res = run_ranks(pipeline_rank, 2, runs, 32, 64, 2, timeout_s=60)
     for rank in range(2):
-        gpipe, onef, gpipe2 = res[rank]
-        for r, m in ((gpipe, 4), (onef, 4), (gpipe2, 2)):
-            assert sorted((e["kind"], e["mb"]) for e in r["events"]) == sorted(
-                (k, i) for k in "FB" for i in range(m)
+        gpipe, onef, gpipe2, inter = res[rank]
+        for r, m, chunks in ((gpipe, 4, [0]), (onef, 4, [0]), (gpipe2, 2, [0]), (inter, 4, [0, 1])):
+            assert sorted((e["kind"], e["chunk"], e["mb"]) for e in r["events"]) == sorted(
+                (k, c, i) for k in "FB" for c in chunks for i in range(m)
             )
             assert all(e["start"] <= e["end"] for e in r["events"])
         assert gpipe["peak_in_flight"] == 4 and gpipe2["peak_in_flight"] == 2

@@ -44,19 +44,42 @@ class _Mark(torch.autograd.Function):
         return grad, None, None
 
 
+class Tracker:
+    """Counts, for one rank, the micro-batches in flight (forwarded through a stage, not yet
+    backwarded) and the bytes of activations saved for backward, with their peaks. The
+    :class:`TimedStage` chunks of one rank share one (interleaved schedules: a rank holds
+    several)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero the counts and peaks."""
+        self.in_flight = self.peak_in_flight = 0
+        self.saved = self.peak_saved_bytes = 0
+
+    def add_in_flight(self, n: int) -> None:
+        self.in_flight += n
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def add_saved(self, nbytes: int) -> None:
+        self.saved += nbytes
+        self.peak_saved_bytes = max(self.peak_saved_bytes, self.saved)
+
+
 class _Held:
     """A saved activation; counts its bytes while alive (parameters, which autograd also saves,
     are not activations: :meth:`TimedStage.forward` does not wrap them)."""
 
-    __slots__ = ("recorder", "tensor", "nbytes")
+    __slots__ = ("tracker", "tensor", "nbytes")
 
-    def __init__(self, recorder: TimedStage, tensor: torch.Tensor) -> None:
-        self.recorder, self.tensor = recorder, tensor
+    def __init__(self, tracker: Tracker, tensor: torch.Tensor) -> None:
+        self.tracker, self.tensor = tracker, tensor
         self.nbytes = tensor.numel() * tensor.element_size()
-        recorder._held(self.nbytes)
+        tracker.add_saved(self.nbytes)
 
     def __del__(self) -> None:
-        self.recorder._held(-self.nbytes)
+        self.tracker.add_saved(-self.nbytes)
 
 
 class TimedStage(nn.Module):
@@ -64,32 +87,39 @@ class TimedStage(nn.Module):
 
     Args:
         inner: The stage's module (takes and returns one tensor).
+        tracker: Counts in flight and saved bytes; share one between the chunks (virtual
+            stages) of one rank. Default: a tracker of its own.
+        chunk: This module's chunk number on its rank (0 unless interleaved), put in events.
 
     Attributes:
-        events: ``{"kind": "F" | "B", "mb": k, "start": s, "end": s}`` per forward or backward,
-            ``time.perf_counter`` seconds, in the order they ended; ``mb`` counts the forward
-            calls since :meth:`reset` (micro-batch index).
-        peak_in_flight: Most micro-batches forwarded and not yet backwarded at once.
+        events: ``{"kind": "F" | "B", "mb": k, "chunk": c, "start": s, "end": s}`` per forward
+            or backward, ``time.perf_counter`` seconds, in the order they ended; ``mb`` counts
+            the forward calls since :meth:`reset` (micro-batch index).
+        peak_in_flight: Most micro-batches (of any chunk of the rank, with a shared tracker)
+            forwarded and not yet backwarded at once.
         peak_saved_bytes: Most bytes of activations saved for backward held at once.
     """
 
-    def __init__(self, inner: nn.Module) -> None:
+    def __init__(self, inner: nn.Module, tracker: Tracker | None = None, chunk: int = 0) -> None:
         super().__init__()
         self.inner = inner
+        self.tracker = tracker or Tracker()
+        self.chunk = chunk
         self.reset()
 
+    @property
+    def peak_in_flight(self) -> int:
+        return self.tracker.peak_in_flight
+
+    @property
+    def peak_saved_bytes(self) -> int:
+        return self.tracker.peak_saved_bytes
+
     def reset(self) -> None:
-        """Forget the recorded events and peaks (e.g. after a warm-up step)."""
+        """Forget the recorded events and the tracker's peaks (e.g. after a warm-up step)."""
         self.events: list[dict] = []
         self._forwards = 0
-        self._in_flight = 0
-        self.peak_in_flight = 0
-        self._saved = 0
-        self.peak_saved_bytes = 0
-
-    def _held(self, nbytes: int) -> None:
-        self._saved += nbytes
-        self.peak_saved_bytes = max(self.peak_saved_bytes, self._saved)
+        self.tracker.reset()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.is_grad_enabled():
@@ -97,12 +127,12 @@ class TimedStage(nn.Module):
         mb = self._forwards
         self._forwards += 1
         start = time.perf_counter()
-        backward: dict = {"kind": "B", "mb": mb}
+        backward: dict = {"kind": "B", "mb": mb, "chunk": self.chunk}
 
         def backward_ends() -> None:
             backward["end"] = time.perf_counter()
             self.events.append(backward)
-            self._in_flight -= 1
+            self.tracker.add_in_flight(-1)
 
         def backward_starts() -> None:
             backward["start"] = time.perf_counter()
@@ -114,7 +144,7 @@ class TimedStage(nn.Module):
         def pack(t: torch.Tensor):
             if t.untyped_storage().data_ptr() in weights:  # a weight (or its transpose)
                 return t
-            return _Held(self, t)
+            return _Held(self.tracker, t)
 
         def unpack(held):
             return held.tensor if isinstance(held, _Held) else held
@@ -122,9 +152,10 @@ class TimedStage(nn.Module):
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             y = self.inner(x)
         y = _Mark.apply(y, anchor, backward_starts)
-        self._in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
-        self.events.append({"kind": "F", "mb": mb, "start": start, "end": time.perf_counter()})
+        self.tracker.add_in_flight(1)
+        self.events.append(
+            {"kind": "F", "mb": mb, "chunk": self.chunk, "start": start, "end": time.perf_counter()}
+        )
         return y
 
 
@@ -152,9 +183,16 @@ def pipeline_rank(
     width: int = 512,
     depth_per_stage: int = 4,
     steps: int = 3,
+    virtual_stages: int = 2,
 ) -> list[dict]:
-    """Rank function: one stage of an MLP per rank (:func:`mlp_stages`), stepped by
-    ``ScheduleGPipe`` or ``Schedule1F1B`` for each ``(schedule, n_microbatches)`` of ``runs``.
+    """Rank function: an MLP split across the ranks (:func:`mlp_stages`), stepped by
+    ``ScheduleGPipe``, ``Schedule1F1B`` or ``ScheduleInterleaved1F1B`` for each
+    ``(schedule, n_microbatches)`` of ``runs``.
+
+    GPipe and 1F1B: one stage of ``depth_per_stage`` layers a rank. Interleaved 1F1B:
+    ``virtual_stages`` chunks of ``depth_per_stage // virtual_stages`` layers a rank, rank ``r``
+    holding chunks ``r, r + world_size, ...``; the layers, in order, are the same in every layout
+    (one seeded MLP), so every run computes the same loss.
 
     Each run takes ``steps`` steps on a ``(batch, width)`` float32 input split into
     ``n_microbatches`` micro-batches (MSE loss against a seeded target) and returns the recording
@@ -165,30 +203,50 @@ def pipeline_rank(
     does not; ``input_args`` is deprecated on both).
 
     Args:
-        runs: ``[("gpipe" | "1f1b", n_microbatches), ...]``; ``n_microbatches`` divides ``batch``
-            (and is at least ``world_size`` for ``"1f1b"``, which PyTorch requires).
+        runs: ``[("gpipe" | "1f1b" | "interleaved_1f1b", n_microbatches), ...]``;
+            ``n_microbatches`` divides ``batch`` (and is at least ``world_size`` for the 1F1B
+            schedules, which PyTorch requires).
+        virtual_stages: Chunks a rank for ``"interleaved_1f1b"``; divides ``depth_per_stage``.
 
     Returns:
         One dict a run: ``{"schedule", "m", "intervals": [(start, end), ...] (seconds,
-        perf_counter), "events": [{"kind", "mb", "start", "end"}, ...], "peak_in_flight": int,
-        "peak_saved_bytes": int, "loss": float | None (last rank only), "step_s": float}``.
+        perf_counter), "events": [{"kind", "mb", "chunk", "start", "end"}, ...] (by start),
+        "peak_in_flight": int (micro-batch chunks on this rank), "peak_saved_bytes": int,
+        "loss": float | None (last rank only), "step_s": float}``.
     """
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import (
+        PipelineStage,
+        Schedule1F1B,
+        ScheduleGPipe,
+        ScheduleInterleaved1F1B,
+    )
 
-    kinds = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
-    inner = mlp_stages(world_size, width, depth_per_stage)[rank]
+    v = virtual_stages
+    whole = mlp_stages(world_size, width, depth_per_stage)[rank]
+    chunks = mlp_stages(world_size * v, width, depth_per_stage // v)[rank::world_size]
     g = torch.Generator().manual_seed(1)
     x, target = torch.randn(batch, width, generator=g), torch.randn(batch, width, generator=g)
     results = []
     for schedule, m in runs:
-        stage_module = TimedStage(inner)
-        stage = PipelineStage(stage_module, rank, world_size, torch.device("cpu"))
-        sched = kinds[schedule](stage, m, loss_fn=nn.functional.mse_loss)
+        tracker = Tracker()
+        if schedule == "interleaved_1f1b":
+            modules = [TimedStage(c, tracker, k) for k, c in enumerate(chunks)]
+            stages = [
+                PipelineStage(mod, rank + k * world_size, world_size * v, torch.device("cpu"))
+                for k, mod in enumerate(modules)
+            ]
+            sched = ScheduleInterleaved1F1B(stages, m, loss_fn=nn.functional.mse_loss)
+        else:
+            modules = [TimedStage(whole, tracker)]
+            stage = PipelineStage(modules[0], rank, world_size, torch.device("cpu"))
+            kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
+            sched = kind(stage, m, loss_fn=nn.functional.mse_loss)
         out: dict = {"schedule": schedule, "m": m}
         best = float("inf")
         for step in range(steps):
-            stage_module.reset()
-            stage_module.zero_grad()
+            for mod in modules:
+                mod.reset()
+                mod.zero_grad()
             dist.barrier()
             t0 = time.perf_counter()
             losses: list = []
@@ -199,24 +257,21 @@ def pipeline_rank(
             else:
                 sched.step()
             step_s = time.perf_counter() - t0
+            events = sorted((e for mod in modules for e in mod.events), key=lambda e: e["start"])
             # The whole run's span (first start, last end on any rank): keep the step with the
             # shortest one, the least disturbed by other processes on the machine.
             ends = torch.tensor(
-                [
-                    -min(e["start"] for e in stage_module.events),
-                    max(e["end"] for e in stage_module.events),
-                ],
-                dtype=torch.float64,
+                [-events[0]["start"], max(e["end"] for e in events)], dtype=torch.float64
             )
             dist.all_reduce(ends, op=dist.ReduceOp.MAX)
             if step > 0 and ends.sum().item() < best:  # step 0 warms up (docstring)
                 best = ends.sum().item()
                 out["step_s"] = step_s
                 out["loss"] = float(sum(t.detach() for t in losses) / m) if losses else None
-                out["events"] = stage_module.events
-                out["intervals"] = [(e["start"], e["end"]) for e in stage_module.events]
-                out["peak_in_flight"] = stage_module.peak_in_flight
-                out["peak_saved_bytes"] = stage_module.peak_saved_bytes
+                out["events"] = events
+                out["intervals"] = [(e["start"], e["end"]) for e in events]
+                out["peak_in_flight"] = tracker.peak_in_flight
+                out["peak_saved_bytes"] = tracker.peak_saved_bytes
         results.append(out)
     return results
 
