@@ -213,6 +213,9 @@ def pipeline_rank(
         perf_counter), "events": [{"kind", "mb", "chunk", "start", "end"}, ...] (by start),
         "peak_in_flight": int (micro-batch chunks on this rank), "peak_saved_bytes": int,
         "loss": float | None (last rank only), "step_s": float}``.
+
+    Raises:
+        ValueError: ``virtual_stages`` does not divide ``depth_per_stage``.
     """
     from torch.distributed.pipelining import (
         PipelineStage,
@@ -222,6 +225,8 @@ def pipeline_rank(
     )
 
     v = virtual_stages
+    if depth_per_stage % v:
+        raise ValueError(f"virtual_stages={v} must divide depth_per_stage={depth_per_stage}")
     whole = mlp_stages(world_size, width, depth_per_stage)[rank]
     chunks = mlp_stages(world_size * v, width, depth_per_stage // v)[rank::world_size]
     g = torch.Generator().manual_seed(1)
