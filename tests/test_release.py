@@ -20,7 +20,7 @@ ASSIGNMENTS = course.assignments()
 
 def test_every_curriculum_notebook_is_present_and_in_the_index():
     assert ASSIGNMENTS == [lesson.id for lesson in course.LESSONS]
-    assert len(ASSIGNMENTS) == 12
+    assert len(ASSIGNMENTS) == 13
 
 
 def test_course_index_is_generated_and_the_readme_shows_it():

@@ -4,7 +4,9 @@ Lives here: the course's facts (:mod:`~grader.runtime.course`: lessons, folders,
 reference loader), the CPU stand-ins for GPU behaviour (:mod:`~grader.runtime.simulate` and the
 ``simulated_site/`` start-up hook of a simulated multi-GPU process), the profiler-trace reader
 (:mod:`~grader.runtime.trace`) and per-rank timelines (:mod:`~grader.runtime.timeline`), CPU
-process groups (:mod:`~grader.runtime.distributed`), data sets (:mod:`~grader.runtime.datasets`),
+process groups (:mod:`~grader.runtime.distributed`), the collectives a rank calls, recorded at the
+dispatcher (:mod:`~grader.runtime.collectives`), per-rank timelines of a pipeline's stages
+(:mod:`~grader.runtime.pipeline_timeline`), data sets (:mod:`~grader.runtime.datasets`),
 figures measured on a GPU or published for one (:mod:`~grader.runtime.recorded`), the text of
 CUDA errors that the CPU stand-ins word differently (:mod:`~grader.runtime.cuda_messages`), Triton
 kernels on the CPU under Triton's interpreter with the bytes they load and store
