@@ -60,11 +60,14 @@ CAUSES = [
     ("wrong_bubble_interleaved_divides_both", "bubble_fraction", "dividing both terms by v"),
     ("wrong_bubble_off_by_one", "bubble_fraction", "off-by-one"),
     ("wrong_bubble_accepts_virtual_stages_anywhere", "bubble_fraction", "virtual_stages != 1"),
+    ("wrong_bubble_rule_only_when_interleaved_v", "bubble_fraction", "negative too"),
     ("wrong_measured_per_rank_span", "measured_bubble", "each rank's own span"),
     ("wrong_measured_mean_of_ranks", "measured_bubble", "averaged per-rank fractions"),
     ("wrong_measured_sums_durations", "measured_bubble", "counted twice"),
     ("wrong_measured_span_rank0_durations", "measured_bubble", "sum of rank 0's durations"),
     ("wrong_measured_rank0_only", "measured_bubble", "rank 0 alone"),
+    ("wrong_measured_union_keeps_last_end", "measured_bubble", "furthest end so far"),
+    ("wrong_measured_assumes_ranks_0_to_n", "measured_bubble", "not range(len(timelines))"),
 ]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader.checks.common import call_student, expect_raises, fail, passed
+from grader.checks.common import CheckFailed, call_student, expect_raises, fail, passed
 from grader.runtime.course import reference
 from grader.runtime.remote import Recorded, attempt_all, student
 
@@ -128,6 +128,17 @@ _BUBBLE_INVALID = [
     ((4, 6, "interleaved_1f1b", 2), "interleaved 1F1B with m not a multiple of p"),
 ]
 
+#: Hidden invalid calls: negative counts (not only 0) and Megatron's rule with v = 1 too.
+_BUBBLE_INVALID_HIDDEN = [
+    ((-2, 8, "gpipe", 1), "p < 1 (negative too, not only 0)"),
+    ((4, -3, "1f1b", 1), "m < 1 (negative too, not only 0)"),
+    ((4, 8, "interleaved_1f1b", -1), "virtual_stages < 1 (negative too, not only 0)"),
+    (
+        (4, 6, "interleaved_1f1b", 1),
+        "interleaved 1F1B with m not a multiple of p, whatever virtual_stages (v = 1 included)",
+    ),
+]
+
 
 def _bubble_call(args):
     p, m, sched, v = args
@@ -205,10 +216,11 @@ def check_bubble_fraction(bubble_fraction) -> None:
 
 
 def check_bubble_fraction_hidden(bubble_fraction) -> None:
-    """Other stage, micro-batch and virtual-stage counts."""
+    """Other stage, micro-batch and virtual-stage counts; ValueError for negative counts and for
+    interleaved 1F1B with m not a multiple of p at v = 1."""
     bubble_fraction = student(bubble_fraction, "bubble_fraction")
-    _check_bubble(bubble_fraction, _bubble_cases_hidden(), [])
-    passed("bubble_fraction is right for other p, m and v")
+    _check_bubble(bubble_fraction, _bubble_cases_hidden(), _BUBBLE_INVALID_HIDDEN)
+    passed("bubble_fraction is right for other p, m and v, and rejects other invalid calls")
 
 
 # --------------------------------------------------------------------------- schedules
@@ -309,6 +321,18 @@ def _rank0_only(tl):
     return 1 - _union(rank0) / (max(e for _, e in rank0) - min(s for s, _ in rank0))
 
 
+def _union_last_end(intervals) -> float:
+    busy, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        busy += max(0.0, e - max(s, end))
+        end = e  # the mistake: the last interval's end, not the furthest so far
+    return busy
+
+
+def _forgets_furthest_end(tl):
+    return 1 - sum(_union_last_end(iv) for iv in tl.values()) / (len(tl) * _span(tl))
+
+
 def _rank0_global_span(tl):
     return 1 - _union(tl[min(tl)]) / _span(tl)
 
@@ -329,6 +353,12 @@ _MEASURED_MISTAKES = [
         _sum_of_durations,
         "you summed the intervals' durations: where intervals on one rank overlap, that time "
         "is counted twice. Sort each rank's intervals and add the length of their union",
+    ),
+    (
+        _forgets_furthest_end,
+        "your union keeps the end of the last interval seen; keep the furthest end so far "
+        "(max of the ends): after an interval inside another, the next one overlaps the outer "
+        "interval, not the inner one",
     ),
     (
         _span_rank0_durations,
@@ -364,6 +394,11 @@ def _edge_cases() -> dict[str, dict[int, list[tuple[float, float]]]]:
             1: [(0.5, 1.5)],
             2: [(1.0, 2.0)],
         },
+        "ranks 2, 5 and 7 (a pipeline's global ranks, not 0..n-1)": {
+            5: [(0.25, 0.75), (1.0, 1.25)],
+            2: [(0.0, 0.5), (1.0, 1.5)],
+            7: [(0.5, 1.0)],
+        },
     }
 
 
@@ -384,7 +419,16 @@ def _check_measured(measured_bubble, cases: dict) -> None:
     answers = Recorded("measured_bubble", calls, measured_bubble.probe(attempt_all, calls))
     for name in names:
         tl = cases[name]
-        got = call_student(answers, tl, name="measured_bubble")
+        try:
+            got = call_student(answers, tl, name="measured_bubble")
+        except CheckFailed as exc:
+            if sorted(tl) != list(range(len(tl))):
+                raise CheckFailed(
+                    f"{exc}\n  Likely cause: the ranks here are {sorted(tl)}, not 0..n-1 (the "
+                    "keys are the pipeline's global ranks): iterate over timelines.values() or "
+                    "timelines.items(), not range(len(timelines))"
+                ) from exc.__cause__
+            raise
         want = ref(tl)
         if _is_number(got) and abs(got - want) <= 1e-12 + 1e-9 * abs(want):
             continue
@@ -413,6 +457,10 @@ def _measured_cases() -> dict:
                 p, m, 0.001, 0.002, sched
             )
     cases["overlapping intervals (3 ranks)"] = _overlap_case()
+    cases["two intervals inside a third"] = {
+        0: [(0.0, 1.0), (0.2, 0.4), (0.6, 0.8)],
+        1: [(0.5, 1.5)],
+    }
     return cases
 
 
@@ -427,8 +475,8 @@ def _measured_cases_hidden() -> dict:
 
 def check_measured_bubble(measured_bubble) -> None:
     """Compare with the bubble fraction of timelines recorded from real 2-rank pipelining runs,
-    of ideal GPipe and 1F1B schedules (where it equals (p-1)/(m+p-1)) and of a timeline whose
-    intervals overlap slightly.
+    of ideal GPipe and 1F1B schedules (where it equals (p-1)/(m+p-1)), of a timeline whose
+    intervals overlap slightly and of one with two intervals inside a third.
 
     Raises:
         CheckFailed: a value differs (the message names the mistake it matches).
@@ -439,8 +487,8 @@ def check_measured_bubble(measured_bubble) -> None:
 
 
 def check_measured_bubble_hidden(measured_bubble) -> None:
-    """4-rank recordings and edge cases: unsorted, touching, overlapping and nested intervals,
-    a rank with one interval."""
+    """4-rank recordings and edge cases: unsorted, touching, overlapping and nested intervals
+    a rank with one interval, ranks numbered 2, 5 and 7 (not 0..n-1)."""
     measured_bubble = student(measured_bubble, "measured_bubble")
     _check_measured(measured_bubble, _measured_cases_hidden())
     passed("measured_bubble handles 4-rank runs, unsorted, touching and overlapping intervals")
