@@ -29,6 +29,12 @@ XDIST_GROUPS = {
 }
 
 
+def pytest_configure(config):
+    """Declare ``xdist_group`` where pytest-xdist is not loaded (``-p no:xdist``), so the marks
+    this module adds do not warn."""
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's group of a test")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """Skip `cuda` / `multi_gpu` tests, with the reason, where the hardware is missing; mark
