@@ -77,6 +77,9 @@ def test_sample_scores_as_declared(sample):
         ("wrong_tp_bias_on_every_rank", "add it once, after the all-reduce"),
         ("wrong_tp_full_weights", "every rank keeps the full weights"),
         ("wrong_tp_gathers_hidden", "every rank keeps the full weights"),
+        ("wrong_tp_hidden_full_weights", "does not compute with its parameters"),
+        ("wrong_tp_shared_memory_exchange", "collective of zeros"),
+        ("wrong_tp_shards_are_views", "keeps the whole weight's storage"),
     ],
 )
 def test_column_row_failures_name_the_cause(answer, cause):
@@ -93,6 +96,7 @@ def test_column_row_failures_name_the_cause(answer, cause):
         ("wrong_sp_returns_full_sequence", "you return the whole sequence"),
         ("wrong_sp_no_residual", "the residual is missing"),
         ("wrong_sp_wrong_chunk", "gets the MLP's output for rank 1's positions"),
+        ("wrong_sp_norm_after_gather_own_hooks", "the norm runs after the all-gather"),
     ],
 )
 def test_sequence_parallel_failures_name_the_cause(answer, cause):
@@ -124,6 +128,37 @@ def test_timeline_records_functional_collectives_and_the_full_bytes_of_gathers()
         ("reduce_scatter", 8, 16),  # the full input: the output is 1/world of it
         ("all_gather", 24, 24),
     ]
+
+
+def _sent_by_form(rank, world_size):
+    import torch.distributed._functional_collectives as funcol
+
+    timeline = checks._SentTimeline()
+    mine = torch.arange(3.0) + 10 * rank
+    whole = torch.arange(2.0 * world_size) + 100 * rank
+    with timeline:
+        dist.all_reduce(mine.clone())
+        funcol.wait_tensor(funcol.all_reduce(mine, "sum", dist.group.WORLD))
+        dist.all_gather([torch.empty(3) for _ in range(world_size)], mine)
+        ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        ag(torch.empty(3 * world_size), mine)
+        funcol.wait_tensor(funcol.all_gather_tensor(mine, 0, dist.group.WORLD))
+        dist.reduce_scatter(torch.empty(2), list(whole.chunk(world_size)))
+        rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        rs(torch.empty(2), whole)
+        funcol.wait_tensor(funcol.reduce_scatter_tensor(whole, "sum", 0, dist.group.WORLD))
+    return [(e["collective"], e["sent"].tolist()) for e in timeline.events]
+
+
+def test_sent_timeline_keeps_what_each_collective_form_sends():
+    """All-reduce: the tensor; all-gather: this rank's piece; reduce-scatter: the whole input (a
+    list form's pieces in order), whichever function started it."""
+    events = run_ranks(_sent_by_form, 2, timeout_s=30)[1]
+    mine, whole = [10.0, 11.0, 12.0], [100.0, 101.0, 102.0, 103.0]
+    assert (
+        events
+        == [("all_reduce", mine)] * 2 + [("all_gather", mine)] * 3 + [("reduce_scatter", whole)] * 3
+    )
 
 
 def test_collective_kinds_of_operator_names():

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from grader.checks.common import fail, not_attempted, passed, require
-from grader.runtime.collectives import CommTimeline, warm_up_timeline
+from grader.runtime.collectives import CommTimeline, _tensors, collective_kind, warm_up_timeline
 from grader.runtime.distributed import RanksFailed, default_start_method, run_ranks
 from grader.runtime.remote import student
 
@@ -120,18 +120,59 @@ def saved_bytes(params) -> tuple:
     Returns:
         ``(context, counter)``; after the block ``counter["bytes"]`` holds the bytes saved.
     """
-    skip = {p.untyped_storage().data_ptr() for p in params}
+    skip = {p.untyped_storage().data_ptr() for p in params}  # nn.Parameters: plain storages
     counter = {"bytes": 0}
     seen: set = set()
 
     def pack(t: torch.Tensor):
-        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
+        inner = t
+        while hasattr(inner, "elem") and isinstance(inner.elem, torch.Tensor):
+            inner = inner.elem  # a wrapper subclass (AsyncCollectiveTensor of a functional
+            # collective): its own storage cannot be read; the tensor it wraps holds the data
+        try:
+            where = (inner.untyped_storage().data_ptr(), inner.storage_offset())
+        except (RuntimeError, NotImplementedError):  # another subclass without a storage
+            where = (id(t), 0)
+        key = (*where, tuple(t.shape), t.dtype)
         if key[0] not in skip and key not in seen:
             seen.add(key)
             counter["bytes"] += t.numel() * t.element_size()
         return t
 
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), counter
+
+
+def _sent(name: str, args: tuple):
+    """What a collective operator sends from this rank, flattened: the all-reduced tensor, an
+    all-gather's input (this rank's piece), a reduce-scatter's input (the whole tensor; a list
+    form's pieces in order). The ``c10d::`` gather and scatter operators take (outputs, inputs,
+    ...); the functional ones (input, ...)."""
+    kind = collective_kind(name.removeprefix("c10d::"))
+    functional = name.startswith("_c10d_functional::")
+    source = args[1] if kind in ("all_gather", "reduce_scatter") and not functional else args[0]
+    pieces = [t.detach().reshape(-1) for t in _tensors(source)]
+    if not pieces:
+        return None
+    try:
+        return torch.cat(pieces).clone()
+    except (RuntimeError, TypeError):  # pieces of several dtypes: not one of this exercise's
+        return None
+
+
+class _SentTimeline(CommTimeline):
+    """A :class:`CommTimeline` whose collective events also hold ``"sent"``: a copy of the data
+    this rank sent (:func:`_sent`), taken before the collective runs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = getattr(getattr(func, "_schema", None), "name", "")
+        if not (name.startswith(("c10d::", "_c10d_functional::")) and args):
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        sent = _sent(name, args)
+        before = len(self.events)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if len(self.events) > before:
+            self.events[before]["sent"] = sent
+        return out
 
 
 def _phases(events: list[dict]) -> dict[str, list[dict]]:
@@ -145,13 +186,39 @@ def _phases(events: list[dict]) -> dict[str, list[dict]]:
         elif e["kind"] == "backward_end":
             break
         elif e["kind"] == "collective":
-            out[phase].append({"collective": e["collective"], "bytes": e["full_bytes"]})
+            out[phase].append(
+                {"collective": e["collective"], "bytes": e["full_bytes"], "sent": e.get("sent")}
+            )
     return out
+
+
+#: Factors a rank multiplies its parameters by, in place, before the second run (as an optimizer
+#: step changes them): rank r's shards by ``_shard_factor(r, world)``, the replicated parameters
+#: (fc2.bias, the norm's) by ``_REPLICATED_FACTOR`` on every rank. A module that computes with
+#: anything but its parameters (full weights kept in a closure, a buffer, a global) no longer
+#: matches the unsplit MLP with the same changes.
+_REPLICATED_FACTOR = 0.75
+
+
+def _shard_factor(rank: int, world: int) -> float:
+    return 1.0 + (rank + 1) / (2 * world)
+
+
+def _storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind ``tensors``: what they keep in memory (a slice
+    without a copy keeps its whole base)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = max(seen.get(storage.data_ptr(), 0), storage.nbytes())
+    return sum(seen.values())
 
 
 def _rank_run(rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dtype, seed):
     """One rank: build the full layers, the student's module, run forward and backward of
-    ``(out * weight).sum()`` under a :class:`CommTimeline` and a saved-tensor counter."""
+    ``(out * weight).sum()`` under a timeline that keeps what each collective sent and a
+    saved-tensor counter; then scale the module's parameters in place (:func:`_shard_factor`)
+    and run forward and backward again."""
     norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype)
     x, weight = _inputs(shape, dtype, seed)
     if sequence_parallel:  # this rank's contiguous chunk of the sequence (dim 0)
@@ -160,9 +227,10 @@ def _rank_run(rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dt
         module = cls(norm, fc1, fc2)
     else:
         module = cls(fc1, fc2)
-    x = x.clone().requires_grad_(True)
+    x0 = x
+    x = x0.clone().requires_grad_(True)
     params = list(module.parameters())
-    timeline = CommTimeline()
+    timeline = _SentTimeline()
     context, counter = saved_bytes(params)
     with timeline:
         with context:
@@ -171,7 +239,7 @@ def _rank_run(rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dt
         if isinstance(out, torch.Tensor) and out.shape == weight.shape:
             (out * weight).sum().backward()
         timeline.mark("backward_end")
-    return {
+    report = {
         "out": out.detach().clone() if isinstance(out, torch.Tensor) else repr(type(out)),
         "x_grad": None if x.grad is None else x.grad.clone(),
         "params": [
@@ -184,9 +252,26 @@ def _rank_run(rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dt
         ],
         "param_bytes": sum(p.numel() * p.element_size() for p in params)
         + sum(b.numel() * b.element_size() for b in module.buffers()),
+        "storage_bytes": _storage_bytes([*params, *module.buffers()]),
         "saved_bytes": counter["bytes"],
         "comms": _phases(timeline.events),
+        "out2": None,
+        "x_grad2": None,
     }
+    if not (isinstance(out, torch.Tensor) and out.shape == weight.shape):
+        return report
+    replicated = [fc2.bias, norm.weight, norm.bias] if sequence_parallel else [fc2.bias]
+    with torch.no_grad():
+        for p in params:
+            same = any(_same(p.detach(), t.detach()) for t in replicated)
+            p.mul_(_REPLICATED_FACTOR if same else _shard_factor(rank, world_size))
+    x2 = x0.clone().requires_grad_(True)
+    out2 = module(x2)
+    if isinstance(out2, torch.Tensor) and out2.shape == weight.shape:
+        (out2 * weight).sum().backward()
+        report["out2"] = out2.detach().clone()
+        report["x_grad2"] = None if x2.grad is None else x2.grad.clone()
+    return report
 
 
 def _probe(cls, world_size, sequence_parallel, d_model, d_ff, shape, dtype, seed) -> dict:
@@ -415,6 +500,102 @@ def _comm_cause(phase, got, want, cause) -> str:
     return extra.get("other", "one collective per operator, of the tensor's full size")
 
 
+# --------------------------------------------------------------------------- what ranks compute
+def _scaled_layers(d_model, d_ff, seed, dtype, world):
+    """The full layers as the ranks changed them before the second run: rank j's rows of fc1
+    and columns of fc2.weight times :func:`_shard_factor` (j), fc2.bias and the norm times
+    :data:`_REPLICATED_FACTOR`."""
+    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype)
+    n = d_ff // world
+    with torch.no_grad():
+        for j in range(world):
+            rows = slice(j * n, (j + 1) * n)
+            c = _shard_factor(j, world)
+            fc1.weight[rows] *= c
+            fc1.bias[rows] *= c
+            fc2.weight[:, rows] *= c
+        for t in (fc2.bias, norm.weight, norm.bias):
+            t *= _REPLICATED_FACTOR
+    return norm, fc1, fc2
+
+
+def _partial(fc1, fc2, j: int, world: int, z: torch.Tensor) -> torch.Tensor:
+    """Rank j's partial output ``fc2_j(gelu(fc1_j(z)))`` (no bias of fc2)."""
+    n = fc1.out_features // world
+    rows = slice(j * n, (j + 1) * n)
+    w1, b1, w2 = fc1.weight.detach()[rows], fc1.bias.detach()[rows], fc2.weight.detach()[:, rows]
+    return F.linear(F.gelu(F.linear(z, w1, b1)), w2)
+
+
+def _partial_input_grad(fc1, fc2, j, world, z, grad_out) -> torch.Tensor:
+    """Gradient of ``(partial_j(z) * grad_out).sum()`` with respect to z: what rank j's
+    backward sends to be summed over the ranks."""
+    z = z.detach().clone().requires_grad_(True)
+    (_partial(fc1, fc2, j, world, z) * grad_out).sum().backward()
+    return z.grad
+
+
+def _sent_matches(sent, want: torch.Tensor, tol: float, bias=None) -> bool:
+    """Whether a collective sent ``want`` (flattened), or ``want`` plus a multiple of ``bias``
+    (fc2's bias added before the sum on some ranks, as the exercise allows)."""
+    if not isinstance(sent, torch.Tensor) or sent.numel() != want.numel():
+        return False
+    sent = sent.reshape(want.shape).to(want.dtype)
+    if bias is not None:
+        b = bias.detach().expand_as(want)
+        c = float((sent - want).mul(b).sum() / b.mul(b).sum())
+        want = want + c * b
+    return bool(torch.allclose(sent, want, atol=tol * 10, rtol=tol * 10))
+
+
+def _sent_diff(sent, want: torch.Tensor) -> str:
+    if not isinstance(sent, torch.Tensor):
+        return "nothing recorded"
+    if sent.numel() != want.numel():
+        return f"{sent.numel()} numbers"
+    sent = sent.reshape(want.shape).to(want.dtype)
+    if not sent.abs().max() > 0:
+        return "zeros"
+    return f"largest difference {(sent - want).abs().max().item():.3g} from it"
+
+
+_VIEW_CAUSE = (
+    "a shard that is a view of a full weight (a slice, narrow or chunk without .clone()) keeps "
+    "the whole weight's storage in memory, so the rank holds the full layer: copy each shard "
+    "(.detach().clone())"
+)
+
+_SIDE_CHANNEL = (
+    "the collective does not carry what this rank computed: the ranks' results must be combined "
+    "by the collective itself. A collective of zeros (or of anything else) beside another way "
+    "of exchanging data (a file, shared memory, a global tensor, a store) is not tensor "
+    "parallelism, and cannot work across machines"
+)
+
+
+def _require_second_run(what, rank, r, want, want_grad, tol, chunk: str) -> None:
+    """The output and input gradient after the module's parameters were scaled in place."""
+    cause = (
+        "your module does not compute with its parameters: after they changed in place (as an "
+        "optimizer step changes them) its result did not follow. Keep no other copy of the "
+        "weights (in a closure, a buffer, a global, a file): compute with this rank's shards "
+        "and the collectives"
+    )
+    for label, got, wanted in (
+        ("output", r["out2"], want),
+        ("input's gradient", r["x_grad2"], want_grad),
+    ):
+        require(
+            _close(got, wanted, tol),
+            f"{what}: rank {rank}: {label} after every rank multiplied its parameters in place "
+            f"(rank j's shards by 1 + (j+1)/(2·world), the replicated ones (fc2.bias, a norm) by "
+            f"{_REPLICATED_FACTOR}) and ran forward and backward again",
+            yours=_diff(got, wanted),
+            expected=f"{chunk}the unsplit module's with the same changes (to {tol:g})",
+            cause=cause,
+        )
+
+
 # --------------------------------------------------------------------------- ColumnRowMLP
 def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
     what = (
@@ -476,6 +657,13 @@ def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
             expected=f"{full} (1/{world} of fc1 and of fc2.weight, and fc2.bias)",
             cause="keep only this rank's shards: no copy of the full layers in the module",
         )
+        require(
+            r["storage_bytes"] <= full,
+            f"{what}: rank {rank}: bytes of the storage behind your parameters and buffers",
+            yours=r["storage_bytes"],
+            expected=f"at most {full}, the bytes of this rank's shards",
+            cause=_VIEW_CAUSE,
+        )
     held: list[bool] = []
     for rank, r in enumerate(seen["ranks"]):
         g = r["x_grad"]
@@ -517,6 +705,12 @@ def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
                 "backward is the identity)",
             )
     _require_bias_somewhere(what, held)
+    _, fc1s, fc2s = _scaled_layers(d_model, d_ff, seed, dtype, world)
+    x2 = x.detach().clone().requires_grad_(True)
+    want2 = unsplit_mlp(None, fc1s, fc2s, x2, residual=False)
+    (want2 * weight).sum().backward()
+    for rank, r in enumerate(seen["ranks"]):
+        _require_second_run(what, rank, r, want2.detach(), x2.grad, tol, "")
     for rank, r in enumerate(seen["ranks"]):
         _check_comms(
             what,
@@ -537,6 +731,27 @@ def _check_column_row(cls, world, d_model, d_ff, shape, dtype, seed) -> None:
                     f"({nbytes} bytes); g's backward is the identity",
                 },
             },
+        )
+    for rank, r in enumerate(seen["ranks"]):
+        (forward,) = r["comms"]["forward"]
+        partial = _partial(fc1, fc2, rank, world, x.detach())
+        require(
+            _sent_matches(forward["sent"], partial, tol, bias=fc2.bias),
+            f"{what}: rank {rank}: what your forward all-reduce sent",
+            yours=_sent_diff(forward["sent"], partial),
+            expected="this rank's partial output fc2_shard(gelu(fc1_shard(x))) (fc2's bias "
+            f"added or not), to {tol * 10:g}",
+            cause=_SIDE_CHANNEL,
+        )
+        (backward,) = r["comms"]["backward"]
+        grad = _partial_input_grad(fc1, fc2, rank, world, x, weight)
+        require(
+            _sent_matches(backward["sent"], grad, tol),
+            f"{what}: rank {rank}: what your backward all-reduce sent",
+            yours=_sent_diff(backward["sent"], grad),
+            expected="this rank's part of x's gradient, through its shards of fc1 and fc2, "
+            f"to {tol * 10:g}",
+            cause=_SIDE_CHANNEL,
         )
 
 
@@ -696,6 +911,13 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
             expected=f"{full} (1/{world} of fc1 and of fc2.weight; fc2.bias and the norm whole)",
             cause="keep only this rank's shards of fc1 and fc2",
         )
+        require(
+            r["storage_bytes"] <= full,
+            f"{what}: rank {rank}: bytes of the storage behind your parameters and buffers",
+            yours=r["storage_bytes"],
+            expected=f"at most {full}, the bytes of this rank's shards and the norm",
+            cause=_VIEW_CAUSE,
+        )
     _require_bias_somewhere(what, [len(replicated.get("fc2.bias", [])) > 0])
     for label, grads in replicated.items():
         _, want_grad, _ = _shards(0, world, fc1, fc2, norm)[label]
@@ -713,6 +935,14 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
             else "apply the norm to this rank's chunk (the module you were given), and add "
             "fc2's bias after the reduce-scatter, to this rank's chunk",
         )
+    norm_s, fc1_s, fc2_s = _scaled_layers(d_model, d_ff, seed, dtype, world)
+    x2 = x.detach().clone().requires_grad_(True)
+    want2 = unsplit_mlp(norm_s, fc1_s, fc2_s, x2, residual=True)
+    (want2 * weight).sum().backward()
+    want2 = want2.detach()
+    for rank, r in enumerate(seen["ranks"]):
+        chunk = slice(rank * n, (rank + 1) * n)
+        _require_second_run(what, rank, r, want2[chunk], x2.grad[chunk], tol, f"chunk {rank} of ")
     elt = want_full.element_size()
     budget = sp_saved_bytes(s, b, d_model, d_ff, world, elt)
     limit = (budget["sp"] + budget["tp_only"]) // 2
@@ -763,6 +993,70 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
                 },
             },
         )
+    normed = norm(x.detach()).detach()  # the norm of the whole sequence, (s, b, d_model)
+    for rank, r in enumerate(seen["ranks"]):
+        chunk = slice(rank * n, (rank + 1) * n)
+        sent = {
+            phase: {
+                kind: [e["sent"] for e in r["comms"][phase] if e["collective"] == kind]
+                for kind in ("all_gather", "reduce_scatter")
+            }
+            for phase in ("forward", "backward")
+        }
+        expected = [
+            (
+                "forward",
+                "all_gather",
+                normed[chunk],
+                None,
+                "the norm of this rank's chunk, norm(x_shard)",
+            ),
+            (
+                "forward",
+                "reduce_scatter",
+                _partial(fc1, fc2, rank, world, normed),
+                fc2.bias,
+                "this rank's partial output over the whole sequence, "
+                "fc2_shard(gelu(fc1_shard(norm(x)))) (fc2's bias added or not)",
+            ),
+            (
+                "backward",
+                "all_gather",
+                weight[chunk],
+                None,
+                "the gradient of this rank's output chunk (the reduce-scatter's backward)",
+            ),
+            (
+                "backward",
+                "reduce_scatter",
+                _partial_input_grad(fc1, fc2, rank, world, normed, weight),
+                None,
+                "this rank's part of the gradient of the gathered norm(x), through its shards",
+            ),
+        ]
+        for phase, kind, want_sent, bias, text in expected:
+            got = sent[phase][kind]
+            # backward may re-gather norm(x_shard) too (Megatron): any one all-gather may match
+            ok = any(_sent_matches(g, want_sent, tol, bias=bias) for g in got)
+            if ok and phase == "backward" and kind == "all_gather":
+                ok = all(
+                    _sent_matches(g, want_sent, tol) or _sent_matches(g, normed[chunk], tol)
+                    for g in got
+                )
+            require(
+                ok,
+                f"{what}: rank {rank}: what your {kind.replace('_', '-')} in {phase} sent",
+                yours=[_sent_diff(g, want_sent) for g in got],
+                expected=f"{text}, to {tol * 10:g}",
+                cause=(
+                    "the norm runs after the all-gather: apply it to this rank's chunk, then "
+                    "gather norm(x_shard)"
+                    if phase == "forward"
+                    and kind == "all_gather"
+                    and any(_sent_matches(g, x.detach()[chunk], tol) for g in got)
+                    else _SIDE_CHANNEL
+                ),
+            )
 
 
 def check_sequence_parallel_mlp(SequenceParallelMLP) -> None:  # noqa: N803
