@@ -412,10 +412,19 @@ def _overlap_case() -> dict[int, list[tuple[float, float]]]:
     }
 
 
-def _check_measured(measured_bubble, cases: dict) -> None:
+#: Timelines the statement says must raise ValueError (hidden check), with why.
+_MEASURED_INVALID = [
+    ({}, "no rank"),
+    ({0: [(0.0, 1.0)], 1: []}, "a rank without intervals"),
+    ({0: [(0.5, 0.5)], 1: [(0.5, 0.5)]}, "a span that is not positive (every interval empty)"),
+]
+
+
+def _check_measured(measured_bubble, cases: dict, invalid: list | None = None) -> None:
     ref = reference(ASSIGNMENT).measured_bubble
     names = list(cases)
-    calls = [((cases[n],), {}) for n in names]
+    invalid = invalid or []
+    calls = [((cases[n],), {}) for n in names] + [((tl,), {}) for tl, _ in invalid]
     answers = Recorded("measured_bubble", calls, measured_bubble.probe(attempt_all, calls))
     for name in names:
         tl = cases[name]
@@ -446,6 +455,15 @@ def _check_measured(measured_bubble, cases: dict) -> None:
             "(last end on any rank - first start on any rank))",
         )
         fail(what, yours=got, expected=want, cause=cause)
+    for tl, why in invalid:
+        expect_raises(
+            ValueError,
+            answers,
+            tl,
+            what=f"measured_bubble({tl}): {why}",
+            cause="raise ValueError with a clear message when there is no rank, a rank has no "
+            "interval, or the span (last end - first start) is not positive",
+        )
 
 
 def _measured_cases() -> dict:
@@ -488,7 +506,8 @@ def check_measured_bubble(measured_bubble) -> None:
 
 def check_measured_bubble_hidden(measured_bubble) -> None:
     """4-rank recordings and edge cases: unsorted, touching, overlapping and nested intervals
-    a rank with one interval, ranks numbered 2, 5 and 7 (not 0..n-1)."""
+    a rank with one interval, ranks numbered 2, 5 and 7 (not 0..n-1); ValueError for no rank, a
+    rank without intervals and a span that is not positive."""
     measured_bubble = student(measured_bubble, "measured_bubble")
-    _check_measured(measured_bubble, _measured_cases_hidden())
+    _check_measured(measured_bubble, _measured_cases_hidden(), _MEASURED_INVALID)
     passed("measured_bubble handles 4-rank runs, unsorted, touching and overlapping intervals")

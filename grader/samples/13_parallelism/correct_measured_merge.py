@@ -21,5 +21,7 @@ def measured_bubble(timelines):
         raise ValueError("a rank without intervals")
     t0 = min(m[0][0] for m in merged.values())
     t1 = max(m[-1][1] for m in merged.values())
+    if t1 <= t0:
+        raise ValueError("the run's span is not positive")
     busy = sum(e - s for m in merged.values() for s, e in m)
     return 1.0 - busy / (len(merged) * (t1 - t0))
