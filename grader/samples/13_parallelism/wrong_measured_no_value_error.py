@@ -1,6 +1,7 @@
 """measured_bubble right on every valid timeline, but it raises no ValueError for an empty
 timeline, a rank without intervals or a zero span (it returns a number or fails otherwise)."""
 
+
 # fails: test_measured_bubble
 # %% measured_bubble
 def measured_bubble(timelines):
