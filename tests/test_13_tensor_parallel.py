@@ -97,6 +97,7 @@ def test_column_row_failures_name_the_cause(answer, cause):
         ("wrong_sp_no_residual", "the residual is missing"),
         ("wrong_sp_wrong_chunk", "gets the MLP's output for rank 1's positions"),
         ("wrong_sp_norm_after_gather_own_hooks", "the norm runs after the all-gather"),
+        ("wrong_sp_hidden_full_weights", "does not compute with its parameters"),
     ],
 )
 def test_sequence_parallel_failures_name_the_cause(answer, cause):
