@@ -560,9 +560,9 @@ def _sent_diff(sent, want: torch.Tensor) -> str:
 
 
 _VIEW_CAUSE = (
-    "a shard that is a view of a full weight (a slice, narrow or chunk without .clone()) keeps "
-    "the whole weight's storage in memory, so the rank holds the full layer: copy each shard "
-    "(.detach().clone())"
+    "a shard that is a view of a full weight (a slice, narrow or chunk of it, or of a clone of "
+    "the whole weight) keeps the whole weight's storage in memory, so the rank holds the full "
+    "layer: clone after slicing (weight.detach()[rows].clone())"
 )
 
 _SIDE_CHANNEL = (
