@@ -167,7 +167,10 @@ class _SentTimeline(CommTimeline):
         name = getattr(getattr(func, "_schema", None), "name", "")
         if not (name.startswith(("c10d::", "_c10d_functional::")) and args):
             return super().__torch_dispatch__(func, types, args, kwargs)
-        sent = _sent(name, args)
+        try:
+            sent = _sent(name, args)
+        except (IndexError, RuntimeError, TypeError):  # an operator of another shape: not sent
+            sent = None
         before = len(self.events)
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if len(self.events) > before:
