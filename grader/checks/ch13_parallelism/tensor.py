@@ -18,6 +18,15 @@ The student's parameters are matched to the unsplit layers by value (a shard is 
 full weight, possibly transposed), so any naming and layout of the shards is accepted; their
 gradients are then compared with the same slices of the unsplit gradients.
 
+Three checks make sure the rank's work is really split (each found as a hole by an answer that
+got full marks without them): the timeline keeps a copy of what each collective **sent**
+(:class:`_SentTimeline`), which must be this rank's partial result (no exchange beside the
+collectives: a file, shared memory, a global tensor); the **storage** behind the parameters is at
+most the shards' bytes (a shard that is a view keeps the whole weight); and after the first run
+each rank **multiplies its parameters in place** (each rank by its own factor) and runs again,
+whose output and input gradient must follow (a module computing from a hidden full copy does
+not).
+
 May import: :mod:`grader.checks.common` and :mod:`grader.runtime` (never another checks module).
 """
 
@@ -762,9 +771,10 @@ def check_column_row_mlp(ColumnRowMLP) -> None:  # noqa: N803 - the exercise's c
     """Two gloo ranks, float32, x of shape (2, 3, 16), Linear(16, 32) -> GELU -> Linear(32, 16):
     on every rank the output and x's gradient equal the unsplit module's, every parameter is a
     shard of this rank (any layout, transposed accepted) whose gradient is the same slice of the
-    unsplit gradient, the parameters hold 1/2 of fc1 and of fc2.weight, and the timeline shows
-    exactly one all-reduce in forward and one in backward, of the output's bytes, and nothing
-    else.
+    unsplit gradient, the parameters (and the storage behind them) hold 1/2 of fc1 and of
+    fc2.weight, the timeline shows exactly one all-reduce in forward and one in backward, of the
+    output's bytes, and nothing else, each sending this rank's partial result; after the
+    parameters are scaled in place, output and x's gradient follow.
 
     Raises:
         CheckFailed: any of these differs, or a rank raised or hung.
@@ -1068,7 +1078,9 @@ def check_sequence_parallel_mlp(SequenceParallelMLP) -> None:  # noqa: N803
     gradients equal the unsplit slices, the replicated parameters' (norm, fc2.bias) gradients
     sum over the ranks to the unsplit ones, the bytes saved for backward are those of a norm on
     1/2 of the sequence, and the timeline shows one all-gather and one reduce-scatter in forward
-    and in backward (a second all-gather in backward accepted), no all-reduce.
+    and in backward (a second all-gather in backward accepted), no all-reduce, each sending what
+    this rank computed; the shards are copies and, once scaled in place, the module's output and
+    input gradient follow.
 
     Raises:
         CheckFailed: any of these differs, or a rank raised or hung.
