@@ -13,7 +13,8 @@ made where the student's code lives, the outcomes handed back as plain data) and
   :func:`grader.runtime.pipeline_timeline.pipeline_rank` and committed beside this module, so
   the check is fast and deterministic), ideal GPipe and 1F1B schedules made here by
   :func:`schedule_timeline` (their bubble equals ``(p-1)/(m+p-1)`` exactly), and edge cases
-  (unsorted, touching, overlapping and nested intervals, a rank with one interval).
+  (unsorted, touching, overlapping and nested intervals, a rank with one interval, ranks not
+  numbered 0..n-1), and a ``ValueError`` for the invalid timelines the statement names.
 
 A wrong value is compared with each listed mistake's value (the ``_MISTAKES`` tables), so the
 message names the one the answer made. May import :mod:`grader.checks.common` and
