@@ -83,6 +83,7 @@ CAUSES = [
     ("wrong_busbw_one_rank_nonzero", "bus_bandwidth", "nothing crosses a link"),
     ("wrong_busbw_no_value_error", "bus_bandwidth", "raise ValueError"),
     ("wrong_busbw_negative_world_size", "bus_bandwidth", "negative too"),
+    ("wrong_busbw_op_any_case", "bus_bandwidth", "in lower case"),
     ("wrong_mfu_two_n", "mfu", "6·N FLOPs per token"),
     ("wrong_mfu_no_attention", "mfu", "is missing"),
     ("wrong_mfu_attention_six", "mfu", "Kaplan"),

@@ -61,6 +61,7 @@ CAUSES = [
     ("wrong_bubble_off_by_one", "bubble_fraction", "off-by-one"),
     ("wrong_bubble_accepts_virtual_stages_anywhere", "bubble_fraction", "virtual_stages != 1"),
     ("wrong_bubble_rule_only_when_interleaved_v", "bubble_fraction", "negative too"),
+    ("wrong_bubble_schedule_any_case", "bubble_fraction", "names are exact"),
     ("wrong_measured_per_rank_span", "measured_bubble", "each rank's own span"),
     ("wrong_measured_mean_of_ranks", "measured_bubble", "averaged per-rank fractions"),
     ("wrong_measured_sums_durations", "measured_bubble", "counted twice"),

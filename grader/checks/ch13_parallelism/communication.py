@@ -107,6 +107,7 @@ def _bus_cases(hidden: bool) -> list[tuple[str, int, float, int]]:
 _BUS_BAD = [
     (("allreduce", 2**20, 1e-3, 4), {}),
     (("all-gather", 2**20, 1e-3, 4), {}),
+    (("All_Reduce", 2**20, 1e-3, 4), {}),  # names are exact
     (("all_reduce", 2**20, 1e-3, 0), {}),
     (("all_gather", 2**20, 1e-3, -2), {}),  # below 1, not only 0
     (("all_reduce", 2**20, 0.0, 4), {}),
@@ -196,8 +197,8 @@ def _check_bus(bus_bandwidth, cases) -> None:
         "bus_bandwidth",
         _BUS_BAD,
         "raise ValueError for an op outside all_reduce, all_gather, reduce_scatter, all_to_all, "
-        "broadcast, reduce (spelled exactly so), for world_size < 1 (negative too, not only 0) "
-        "and for seconds <= 0",
+        "broadcast, reduce (spelled exactly so, in lower case), for world_size < 1 (negative "
+        "too, not only 0) and for seconds <= 0",
     )
 
 

@@ -134,6 +134,7 @@ _BUBBLE_INVALID_HIDDEN = [
     ((-2, 8, "gpipe", 1), "p < 1 (negative too, not only 0)"),
     ((4, -3, "1f1b", 1), "m < 1 (negative too, not only 0)"),
     ((4, 8, "interleaved_1f1b", -1), "virtual_stages < 1 (negative too, not only 0)"),
+    ((4, 8, "1F1B", 1), "an unknown schedule (names are exact: '1F1B' is not '1f1b')"),
     (
         (4, 6, "interleaved_1f1b", 1),
         "interleaved 1F1B with m not a multiple of p, whatever virtual_stages (v = 1 included)",
