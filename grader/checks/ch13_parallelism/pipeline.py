@@ -335,6 +335,12 @@ def _forgets_furthest_end(tl):
     return 1 - sum(_union_last_end(iv) for iv in tl.values()) / (len(tl) * _span(tl))
 
 
+def _span_from_zero(tl):
+    return 1 - sum(_union(iv) for iv in tl.values()) / (
+        len(tl) * max(e for iv in tl.values() for _, e in iv)
+    )
+
+
 def _rank0_global_span(tl):
     return 1 - _union(tl[min(tl)]) / _span(tl)
 
@@ -361,6 +367,11 @@ _MEASURED_MISTAKES = [
         "your union keeps the end of the last interval seen; keep the furthest end so far "
         "(max of the ends): after an interval inside another, the next one overlaps the outer "
         "interval, not the inner one",
+    ),
+    (
+        _span_from_zero,
+        "you took the span as the last end, as if the run started at time 0; it starts at the "
+        "first start on any rank (recorded times have any origin, e.g. time.perf_counter())",
     ),
     (
         _span_rank0_durations,
@@ -396,10 +407,10 @@ def _edge_cases() -> dict[str, dict[int, list[tuple[float, float]]]]:
             1: [(0.5, 1.5)],
             2: [(1.0, 2.0)],
         },
-        "ranks 2, 5 and 7 (a pipeline's global ranks, not 0..n-1)": {
-            5: [(0.25, 0.75), (1.0, 1.25)],
-            2: [(0.0, 0.5), (1.0, 1.5)],
-            7: [(0.5, 1.0)],
+        "ranks 2, 5 and 7 (a pipeline's global ranks, not 0..n-1), from t = 10 s": {
+            5: [(10.25, 10.75), (11.0, 11.25)],
+            2: [(10.0, 10.5), (11.0, 11.5)],
+            7: [(10.5, 11.0)],
         },
     }
 
@@ -477,6 +488,10 @@ def _measured_cases() -> dict:
                 p, m, 0.001, 0.002, sched
             )
     cases["overlapping intervals (3 ranks)"] = _overlap_case()
+    shifted = schedule_timeline(2, 4, 0.001, 0.002, "1f1b")
+    cases["an ideal 1f1b schedule, p=2, m=4, its clock starting at 2.5 s"] = {
+        rank: [(start + 2.5, end + 2.5) for start, end in ivs] for rank, ivs in shifted.items()
+    }
     cases["two intervals inside a third"] = {
         0: [(0.0, 1.0), (0.2, 0.4), (0.6, 0.8)],
         1: [(0.5, 1.5)],
