@@ -98,13 +98,14 @@ def test_column_row_failures_name_the_cause(answer, cause):
         ("wrong_sp_wrong_chunk", "gets the MLP's output for rank 1's positions"),
         ("wrong_sp_norm_after_gather_own_hooks", "the norm runs after the all-gather"),
         ("wrong_sp_hidden_full_weights", "does not compute with its parameters"),
+        ("wrong_sp_layer_norm_default_eps", "not the given norm's eps"),
     ],
 )
 def test_sequence_parallel_failures_name_the_cause(answer, cause):
+    cls = answer_class(answer, "sequence_parallel_mlp", "SequenceParallelMLP")
     with pytest.raises(CheckFailed, match=cause):
-        checks.check_sequence_parallel_mlp(
-            answer_class(answer, "sequence_parallel_mlp", "SequenceParallelMLP")
-        )
+        checks.check_sequence_parallel_mlp(cls)
+        checks.check_sequence_parallel_mlp_hidden(cls)
 
 
 def _kinds(rank, world_size):

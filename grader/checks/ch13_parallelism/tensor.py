@@ -86,16 +86,18 @@ def _ranks_failed(what: str, text: str, label: str) -> None:
 
 
 # --------------------------------------------------------------------------- shared pieces
-def full_layers(d_model: int, d_ff: int, seed: int, dtype: torch.dtype = torch.float32):
-    """The unsplit layers a check hands to every rank: ``LayerNorm(d_model)`` (with weight and
-    bias, set to random values so that their gradients are not trivial), ``Linear(d_model,
+def full_layers(
+    d_model: int, d_ff: int, seed: int, dtype: torch.dtype = torch.float32, eps: float = 1e-5
+):
+    """The unsplit layers a check hands to every rank: ``LayerNorm(d_model, eps)`` (with weight
+    and bias, set to random values so that their gradients are not trivial), ``Linear(d_model,
     d_ff)`` and ``Linear(d_ff, d_model)``, seeded, in ``dtype``.
 
     Returns:
         ``(norm, fc1, fc2)``.
     """
     g = torch.Generator().manual_seed(seed)
-    norm = nn.LayerNorm(d_model).to(dtype)
+    norm = nn.LayerNorm(d_model, eps=eps).to(dtype)
     fc1 = nn.Linear(d_model, d_ff).to(dtype)
     fc2 = nn.Linear(d_ff, d_model).to(dtype)
     with torch.no_grad():
@@ -226,12 +228,14 @@ def _storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
-def _rank_run(rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dtype, seed):
+def _rank_run(
+    rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dtype, seed, eps=1e-5
+):
     """One rank: build the full layers, the student's module, run forward and backward of
     ``(out * weight).sum()`` under a timeline that keeps what each collective sent and a
     saved-tensor counter; then scale the module's parameters in place (:func:`_shard_factor`)
     and run forward and backward again."""
-    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype)
+    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype, eps)
     x, weight = _inputs(shape, dtype, seed)
     if sequence_parallel:  # this rank's contiguous chunk of the sequence (dim 0)
         n = shape[0] // world_size
@@ -286,7 +290,7 @@ def _rank_run(rank, world_size, cls, sequence_parallel, d_model, d_ff, shape, dt
     return report
 
 
-def _probe(cls, world_size, sequence_parallel, d_model, d_ff, shape, dtype, seed) -> dict:
+def _probe(cls, world_size, sequence_parallel, d_model, d_ff, shape, dtype, seed, eps=1e-5) -> dict:
     """Probe: start ``world_size`` gloo ranks (course launcher, deadline) running
     :func:`_rank_run` with the student's class; hand back every rank's report, or the
     launcher's report of a failed rank."""
@@ -302,6 +306,7 @@ def _probe(cls, world_size, sequence_parallel, d_model, d_ff, shape, dtype, seed
             shape,
             dtype,
             seed,
+            eps,
             timeout_s=rank_deadline_s(world_size),
         )
     except Exception as exc:  # noqa: BLE001 - a rank failed, or the class could not be sent
@@ -513,11 +518,11 @@ def _comm_cause(phase, got, want, cause) -> str:
 
 
 # --------------------------------------------------------------------------- what ranks compute
-def _scaled_layers(d_model, d_ff, seed, dtype, world):
+def _scaled_layers(d_model, d_ff, seed, dtype, world, eps=1e-5):
     """The full layers as the ranks changed them before the second run: rank j's rows of fc1
     and columns of fc2.weight times :func:`_shard_factor` (j), fc2.bias and the norm times
     :data:`_REPLICATED_FACTOR`."""
-    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype)
+    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype, eps)
     n = d_ff // world
     with torch.no_grad():
         for j in range(world):
@@ -809,17 +814,18 @@ def sp_saved_bytes(s: int, b: int, d: int, d_ff: int, world: int, elt: int) -> d
     return {"sp": shared + elt * s * b * d // world, "tp_only": shared + elt * s * b * d}
 
 
-def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> None:
+def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed, eps=1e-5) -> None:
     shape = (s, b, d_model)
+    norm_text = f"LayerNorm({d_model})" if eps == 1e-5 else f"LayerNorm({d_model}, eps={eps:g})"
     what = (
-        f"SequenceParallelMLP(norm, fc1, fc2) on {world} gloo ranks, LayerNorm({d_model}), "
+        f"SequenceParallelMLP(norm, fc1, fc2) on {world} gloo ranks, {norm_text}, "
         f"Linear({d_model}, {d_ff}), Linear({d_ff}, {d_model}); sequence of {s} x batch {b}, "
         f"each rank given {s // world} positions ({str(dtype).removeprefix('torch.')})"
     )
-    seen = cls.probe(_probe, world, True, d_model, d_ff, shape, dtype, seed)
+    seen = cls.probe(_probe, world, True, d_model, d_ff, shape, dtype, seed, eps)
     if "failed" in seen:
         _ranks_failed(what, seen["failed"], "SequenceParallelMLP")
-    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype)
+    norm, fc1, fc2 = full_layers(d_model, d_ff, seed, dtype, eps)
     x, weight = _inputs(shape, dtype, seed)
     x.requires_grad_(True)
     want_full = unsplit_mlp(norm, fc1, fc2, x, residual=True)
@@ -829,6 +835,13 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
     n = s // world
     full_bytes = want_full.numel() * want_full.element_size()
     without_residual = want_full - x.detach()
+    default_eps = None
+    if eps != 1e-5:  # what a norm with LayerNorm's default eps gives
+        plain = nn.LayerNorm(d_model).to(dtype)
+        with torch.no_grad():
+            plain.weight.copy_(norm.weight)
+            plain.bias.copy_(norm.bias)
+            default_eps = unsplit_mlp(plain, fc1, fc2, x.detach(), residual=True)
     for rank, r in enumerate(seen["ranks"]):
         out, want = r["out"], want_full[rank * n : (rank + 1) * n]
         cause = (
@@ -841,6 +854,15 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
                 cause = (
                     "you return the whole sequence: reduce-scatter fc2's partial outputs "
                     "along dim 0, so that each rank gets the sum for its own chunk"
+                )
+            elif (
+                out.shape == want.shape
+                and default_eps is not None
+                and torch.allclose(out, default_eps[rank * n : (rank + 1) * n], atol=tol * 10)
+            ):
+                cause = (
+                    f"your norm uses eps = 1e-5, not the given norm's eps ({eps:g}): apply the "
+                    "norm you were given (self.norm(x_shard)), or pass norm.eps to F.layer_norm"
                 )
             elif out.shape == want.shape:
                 others = [
@@ -948,7 +970,7 @@ def _check_sequence_parallel(cls, world, s, b, d_model, d_ff, dtype, seed) -> No
             else "apply the norm to this rank's chunk (the module you were given), and add "
             "fc2's bias after the reduce-scatter, to this rank's chunk",
         )
-    norm_s, fc1_s, fc2_s = _scaled_layers(d_model, d_ff, seed, dtype, world)
+    norm_s, fc1_s, fc2_s = _scaled_layers(d_model, d_ff, seed, dtype, world, eps)
     x2 = x.detach().clone().requires_grad_(True)
     want2 = unsplit_mlp(norm_s, fc1_s, fc2_s, x2, residual=True)
     (want2 * weight).sum().backward()
@@ -1094,8 +1116,9 @@ def check_sequence_parallel_mlp(SequenceParallelMLP) -> None:  # noqa: N803
 
 
 def check_sequence_parallel_mlp_hidden(SequenceParallelMLP) -> None:  # noqa: N803
-    """Four ranks in float64, and two ranks with another shape."""
+    """Four ranks in float64, and two ranks with another shape and a norm whose eps is 1e-2 (the
+    norm given must be used as it is, eps included)."""
     cls = student(SequenceParallelMLP, "SequenceParallelMLP")
     _check_sequence_parallel(cls, 4, 8, 3, 12, 24, torch.float64, seed=2)
-    _check_sequence_parallel(cls, 2, 6, 1, 10, 12, torch.float64, seed=6)
+    _check_sequence_parallel(cls, 2, 6, 1, 10, 12, torch.float64, seed=6, eps=1e-2)
     passed("SequenceParallelMLP: also on 4 ranks, in float64, with other shapes")

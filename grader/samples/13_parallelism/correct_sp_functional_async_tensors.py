@@ -1,7 +1,7 @@
 """A correct SequenceParallelMLP written differently: the two Functions call PyTorch's
 functional collectives (funcol.all_gather_tensor, reduce_scatter_tensor), which return
 AsyncCollectiveTensors (waited on when first used; autograd saves them as they are); the norm
-applied with F.layer_norm to the given norm's parameters, fc2.weight's shard stored transposed,
+applied with F.layer_norm to the given norm's parameters and eps, fc2.weight's shard stored transposed,
 shards via torch.chunk."""
 
 # %% sequence_parallel_mlp
@@ -43,7 +43,8 @@ class SequenceParallelMLP(nn.Module):
         self.b2 = nn.Parameter(fc2.bias.detach().clone())
 
     def forward(self, x_shard):
-        z = F.layer_norm(x_shard, x_shard.shape[-1:], self.norm.weight, self.norm.bias)
+        norm = self.norm
+        z = F.layer_norm(x_shard, x_shard.shape[-1:], norm.weight, norm.bias, norm.eps)
         full = GatherFromSequenceParallel.apply(z)
         partial = F.gelu(full @ self.w1.T + self.b1) @ self.w2t
         return x_shard + ReduceScatterToSequenceParallel.apply(partial) + self.b2
