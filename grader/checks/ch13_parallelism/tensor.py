@@ -591,7 +591,9 @@ _SIDE_CHANNEL = (
 
 
 def _require_second_run(what, rank, r, want, want_grad, tol, chunk: str) -> None:
-    """The output and input gradient after the module's parameters were scaled in place."""
+    """Require the output and input gradient of the run after the module's parameters were
+    scaled in place (:func:`_shard_factor`) to equal ``want`` and ``want_grad``; ``chunk`` starts
+    the expected text ("" or "chunk r of ")."""
     cause = (
         "your module does not compute with its parameters: after they changed in place (as an "
         "optimizer step changes them) its result did not follow. Keep no other copy of the "
