@@ -138,3 +138,15 @@ def test_the_benchmark_collectives_gather_and_scatter_on_gloo():
     for rank, (gathered, summed) in enumerate(results):
         assert gathered == [0.0, 0.0, 1.0, 1.0]
         assert summed == [2.0 * (2 * rank) + 1, 2.0 * (2 * rank + 1) + 1]
+
+
+def huge(*args, **kwargs):
+    return 10**400
+
+
+@pytest.mark.parametrize("name", ["bus_bandwidth", "mfu"])
+def test_an_int_too_large_for_a_float_fails_cleanly(name):
+    """A huge int is not a number the check can compare: a CheckFailed, not an OverflowError
+    raised by the check itself."""
+    with pytest.raises(CheckFailed):
+        getattr(checks, f"check_{name}")(huge)

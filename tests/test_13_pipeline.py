@@ -302,3 +302,15 @@ def test_dcp_reshards_fsdp_on_2_ranks_into_a_2d_mesh_and_one_process(tmp_path):
         warnings.simplefilter("ignore")
         dcp.load(state, checkpoint_id=folder)
     assert all(torch.equal(state[k], v) for k, v in want.items())
+
+
+def huge(*args, **kwargs):
+    return 10**400
+
+
+@pytest.mark.parametrize("name", ["bubble_fraction", "measured_bubble"])
+def test_an_int_too_large_for_a_float_fails_cleanly(name):
+    """A huge int is not a number the check can compare: a CheckFailed, not an OverflowError
+    raised by the check itself."""
+    with pytest.raises(CheckFailed, match="return a float"):
+        getattr(checks, f"check_{name}")(huge)

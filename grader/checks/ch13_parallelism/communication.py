@@ -36,15 +36,19 @@ _RTOL = 1e-9
 
 
 def _close(got, want: float) -> bool:
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
-        return False
-    if not math.isfinite(got):
+    if not _number(got):
         return False
     return abs(got - want) <= _RTOL * max(abs(want), 1e-300) or (want == 0 and got == 0)
 
 
 def _number(got) -> bool:
-    return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isfinite(got)
+    """A finite int or float (not a bool; not an int too large for a float)."""
+    if not isinstance(got, (int, float)) or isinstance(got, bool):
+        return False
+    try:
+        return math.isfinite(float(got))
+    except OverflowError:
+        return False
 
 
 def _matches(got, candidates: dict[str, float]) -> list[str]:

@@ -148,7 +148,14 @@ def _bubble_call(args):
 
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """An int or float (not a bool) that a float can hold (a huge int is not one)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        float(x)
+    except OverflowError:
+        return False
+    return True
 
 
 def _check_bubble(bubble_fraction, cases, invalid) -> None:
