@@ -1,4 +1,4 @@
-"""Checks for 12_triton: bias_gelu, softmax_rows, matmul, attention_forward.
+"""Checks for 12_triton, Exercises 1-4: bias_gelu, softmax_rows, matmul, attention_forward.
 
 Each exercise is a Triton kernel and the Python function that launches it. On the CPU the
 probes (course code that runs where the student's code lives: under autograde, in their kernel)
