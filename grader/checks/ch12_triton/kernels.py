@@ -257,9 +257,9 @@ def _autotune_without_timing(seen: dict):
         seen["keys"] = [str(k) for k in getattr(self, "keys", [])]
         if any(getattr(a, "is_cuda", False) for a in args):
             return original(self, *args, **kwargs)
-        config = seen.get("config") or self.configs[
-            min(seen.get("index", 0), len(self.configs) - 1)
-        ]
+        config = (
+            seen.get("config") or self.configs[min(seen.get("index", 0), len(self.configs) - 1)]
+        )
         self.nargs = dict(zip(self.arg_names, args))
         self.best_config = config
         try:
@@ -446,8 +446,11 @@ def _probe_cases(fn, kind: str, specs: list) -> list[dict]:
 def _describe_config(config) -> dict:
     """A ``triton.Config`` as plain data."""
     return {
-        "kwargs": {str(k): v for k, v in dict(getattr(config, "kwargs", {}) or {}).items()
-                   if isinstance(v, (int, float, bool, str)) or v is None},  # fmt: skip
+        "kwargs": {
+            str(k): v
+            for k, v in dict(getattr(config, "kwargs", {}) or {}).items()
+            if isinstance(v, (int, float, bool, str)) or v is None
+        },  # fmt: skip
         "num_warps": getattr(config, "num_warps", None),
         "num_stages": getattr(config, "num_stages", None),
         "text": str(config)[:200],
@@ -1034,8 +1037,7 @@ def _judge_gpu_configs(found: dict) -> int:
         not found.get("missing"),
         "matmul: no matmul_configs beside it",
         yours="matmul_configs is not defined where matmul is",
-        expected="matmul_configs(gpu) in the same cell, returning your GPU configs for "
-        "gpu=True",
+        expected="matmul_configs(gpu) in the same cell, returning your GPU configs for gpu=True",
         cause="keep the given matmul_configs(gpu) function and write your GPU list in it",
     )
     call_student(lambda: outcome(found["call"]), name="matmul_configs(True)")
