@@ -676,11 +676,26 @@ def bias_gelu_bounds(m: int, n: int) -> dict[str, tuple[int, int]]:
     return {"x": (m * n * 4, m * n * 4), "bias": (n * 4, m * n * 4), "out": (m * n * 4, m * n * 4)}
 
 
+def _bias_gelu_overflow(args: tuple, where: tuple) -> str:
+    """Why a bias_gelu element came out inf or nan: h there, and what overflows."""
+    x, bias = args
+    h = float(x[where] + bias[where[1]])
+    two_u = 2 * 0.7978845608028654 * (h + 0.044715 * h**3)
+    return (
+        f"inf/nan where h = x + bias = {h:.4g}: there 2u = {two_u:.4g}, and exp(2u) (or "
+        "exp(-2u)) overflows float32 to inf beyond about 88.7, so tanh(u) written as "
+        "(exp(2u) - 1) / (exp(2u) + 1) is inf / inf = nan. Use tl.sigmoid(2u) "
+        "(0.5 * (1 + tanh(u)) = sigmoid(2u)), or a form whose exp cannot overflow "
+        "(tanh(u) = sign(u) * (1 - exp(-2|u|)) / (1 + exp(-2|u|))); "
+    )
+
+
 def _judge_bias_gelu(spec: tuple, seen: dict) -> None:
     out = _judge_run("bias_gelu", spec, seen)
     args = make_inputs("bias_gelu", spec)
     _require_close(
         "bias_gelu", spec, out, expected("bias_gelu", args), 1e-5, 1e-5,
+        lambda finite, where: ("" if finite else _bias_gelu_overflow(args, where)) +
         "GELU's tanh form: h = x + bias (bias broadcast over rows: bias[col]), then "
         "0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h**3))), which equals "
         "h * sigmoid(2 * 0.7978845608 * (h + 0.044715 * h**3)); check the column index of the "
@@ -1176,7 +1191,8 @@ def _attention_cause(spec: tuple, args: tuple):
     def cause(finite: bool, where: tuple) -> str:
         pad = spec[4] if len(spec) > 4 else 0
         text = ""
-        if any(pad) if isinstance(pad, (tuple, list)) else pad:
+        strided = any(pad) if isinstance(pad, (tuple, list)) else pad
+        if strided and finite:
             text += (
                 "q, k and v have strided rows here (each its own row stride): address row i "
                 "at ptr + i * stride(0) (pass q.stride(0), k.stride(0), v.stride(0)), not i * "
