@@ -5,13 +5,14 @@ small: a masked elementwise kernel, a softmax with ``tl.max``/``tl.sum``, an aut
 matmul tile loop with a float32 accumulator, an online-softmax attention kernel; and kernels the
 interpreter runs but the compiler rejects. They are decorated inside
 ``triton_cpu.interpreter()``, run on CPU tensors inside ``count_traffic()`` while
-``record_launches()`` records them, and compiled in one fresh process (the ``compiled`` fixture,
-about 10 s on a 2-core machine with an empty cache).
+``record_launches()`` records them, and compiled in one fresh process (the ``compiled`` fixture:
+6 to 10 s on a busy 2-core machine with an empty cache). The whole file takes about 25 s there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 
@@ -276,13 +277,12 @@ def compiled(recorded, tmp_path_factory) -> dict[tuple[str, str], dict]:
     cache = tmp_path_factory.mktemp("triton-cache")
     results = tcc.compile_launches(recorded, archs=(90, 80), cache_dir=cache)
     assert len(results) == 2 * len(recorded)
+    assert json.loads(json.dumps(results)) == results  # plain data, for the grading process
     return {(r["kernel"], r["arch"]): r for r in results}
 
 
 def test_each_variant_is_recorded_once_as_plain_data(recorded):
     """One record per distinct launch (softmax ran twice), json-able, with Triton's signature."""
-    import json
-
     names = [r["kernel"] for r in recorded]
     assert names == [
         "bias_gelu_kernel",

@@ -580,8 +580,9 @@ def record_launches() -> Iterator[list[dict[str, Any]]]:
     ``with record_launches() as launches: student_softmax(x)`` runs the student's code as it
     is (under the interpreter or not, inside :func:`~grader.runtime.triton_cpu.count_traffic`
     or not, directly ``kernel[grid](...)`` or through ``@triton.autotune``/``@triton.heuristics``)
-    and appends to ``launches`` one dict per distinct (kernel, signature, constexprs,
-    num_warps, num_stages), in the order of their first launch::
+    and appends to ``launches`` one dict per variant Triton would compile separately (distinct
+    kernel, signature, constexprs, alignment, num_warps, num_stages, maxnreg), in the order of
+    their first launch::
 
         {"kernel": "softmax_kernel", "source": "import triton\\n...",
          "signature": {"x_ptr": "*fp32", "N": "i32", "BLOCK": "constexpr", ...},
