@@ -13,10 +13,10 @@ compiler, ``ptxas`` and ``cuobjdump`` (``triton/backends/nvidia/bin/``). So:
    distinct launch as plain, json-able data: the module text that defines the kernel, its
    signature as Triton's launcher computes it (``triton.runtime.jit``'s
    ``create_function_from_signature`` and ``native_specialize_impl``: ``*fp32``, ``i32``/``i64``
-   by value, ``constexpr`` for the ``tl.constexpr`` parameters and for integer arguments equal
-   to 1 or None, which Triton specializes), the constexpr values, the arguments divisible by 16
-   (what lets Triton vectorize loads), and ``num_warps``/``num_stages`` as given directly or by
-   the ``@triton.autotune`` config that ran.
+   by value, ``constexpr`` for the ``tl.constexpr`` parameters and for the arguments Triton
+   specializes, an int equal to 1 and None), the constexpr values, the arguments divisible by
+   16 (what lets Triton vectorize loads), and ``num_warps``/``num_stages`` as given directly or
+   by the ``@triton.autotune`` config that ran.
 2. :func:`compile_launches` compiles them all for sm_90 (H100) and sm_80 (A100) in one fresh
    Python process (``python -m grader.runtime.triton_compile``, json on stdin and stdout):
    fresh, because after Triton's interpreter has run in a process, compiling a kernel that calls
@@ -84,11 +84,13 @@ SPILLS_MEASURE = (
 #: and 164 KB for 8.0, per block up to 227 KB and 163 KB, "the 1 KB of shared memory not made
 #: available to a thread block is reserved for system use"); the register allocation unit (256
 #: registers per warp), warp allocation granularity (4) and shared memory allocation unit (128
-#: bytes) are those of NVIDIA's CUDA Occupancy Calculator for 8.0, the same for 9.0; NVIDIA
-#: H100 and A100 Tensor Core GPU Architecture whitepapers (256 KB combined L1/shared memory per
-#: SM on H100, up to 228 KB of it shared; 192 KB on A100, up to 164 KB). Cross-checked against
-#: the device attributes an H100 reports (cudaDevAttrMaxSharedMemoryPerMultiprocessor 233472 =
-#: 228 KB, cudaDevAttrMaxSharedMemoryPerBlockOptin 232448 = 227 KB, 32 blocks, 2048 threads).
+#: bytes) are those of NVIDIA's CUDA Occupancy Calculator for 8.0, taken as the same for 9.0
+#: (the calculator's tables consulted stop at 8.6); NVIDIA H100 and A100 Tensor Core GPU
+#: Architecture whitepapers (256 KB combined L1/shared memory per SM on H100, up to 228 KB of it
+#: shared; 192 KB on A100, up to 164 KB). Cross-checked against the device attributes a
+#: compute capability 9.0 GPU reports (cudaDevAttrMaxSharedMemoryPerMultiprocessor 233472 =
+#: 228 KB, cudaDevAttrMaxSharedMemoryPerBlockOptin 232448 = 227 KB, the "Hardware limit" of
+#: Triton's out-of-resource error; 32 blocks, 2048 threads per SM).
 ARCH_LIMITS: dict[int, dict[str, Any]] = {
     90: {
         "gpu": "H100 (compute capability 9.0)",
