@@ -246,6 +246,30 @@ _TTGIR_OP = re.compile(r"^\s*(?:%[\w#:,\s%]+=\s*)?\"?([a-z_]+\.[a-z_.]+)")
 _PTX_OP = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)")
 
 
+_DOT = re.compile(
+    r"tt\.dot\s[^:]*?(?:inputPrecision\s*=\s*(\w+))?\s*:\s*tensor<(?:\d+x)+(\w+)>\s*\*\s*"
+    r"tensor<(?:\d+x)+(\w+)>\s*->\s*tensor<(?:\d+x)+(\w+)>"
+)
+
+
+def dots(ttir: str) -> list[dict[str, str]]:
+    """Every ``tt.dot`` of a kernel's TTIR (``CompiledKernel.asm["ttir"]``): its operand and
+    result element types and its input precision, as ``{"a": "f32", "b": "f32", "out":
+    "f32", "precision": "tf32"}``. The TTIR omits the precision when it is ``ieee`` (seen with
+    triton 3.8: ``tt.dot %a, %b, %acc : tensor<32x32xf32> * ...`` for ``"ieee"``, ``...,
+    inputPrecision = tf32 : ...`` for the default and ``tf32x3`` for ``"tf32x3"``). On
+    float32 operands ``tf32`` means TF32 products on a GPU (about 1e-3 relative)."""
+    found = []
+    for line in ttir.splitlines():
+        if "tt.dot " not in line:
+            continue
+        match = _DOT.search(line)
+        if match:
+            precision, a, b, out = match.groups()
+            found.append({"a": a, "b": b, "out": out, "precision": precision or "ieee"})
+    return found
+
+
 def excerpt(text: str, kind: str, max_lines: int = EXCERPT_LINES) -> str:
     """The instructive lines of a kernel's TTGIR or PTX, at most ``max_lines`` of them.
 
@@ -940,6 +964,7 @@ def _failure(index: int, kernel: Any, arch: int, stage: str, error: str) -> dict
         "occupancy": None,
         "ttgir_excerpt": "",
         "ptx_excerpt": "",
+        "dots": [],
         "compile_s": None,
     }
 
@@ -1050,6 +1075,7 @@ def _compile_one(index: int, launch: dict, kernel: Any, arch: int, workdir: Path
         compile_s=seconds,
         ttgir_excerpt=excerpt(compiled.asm.get("ttgir", ""), "ttgir"),
         ptx_excerpt=excerpt(compiled.asm.get("ptx", ""), "ptx"),
+        dots=dots(compiled.asm.get("ttir", "")),
     )
     try:
         usage = _resource_usage(compiled.asm["cubin"], workdir / f"{index}_{arch}.cubin")

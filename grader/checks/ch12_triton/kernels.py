@@ -44,7 +44,7 @@ from grader.checks.common import (
     passed,
     require,
 )
-from grader.runtime import handover, triton_cpu
+from grader.runtime import handover, triton_compile, triton_cpu
 from grader.runtime.course import reference
 from grader.runtime.remote import attempt, outcome, student
 
@@ -377,11 +377,13 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0, config=None
             warnings.catch_warnings(),
             np.errstate(all="ignore"),
             _autotune_without_timing(seen),
+            triton_compile.record_launches() as launches,
             triton_cpu.count_traffic() as log,
             made if made is not None else contextlib.nullcontext(),
         ):
             warnings.simplefilter("ignore", RuntimeWarning)
             box["log"] = log
+            box["launches"] = launches
             out = fn(*args)
         box["out"] = out
         return out
@@ -399,6 +401,7 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0, config=None
         "contiguous": isinstance(out, torch.Tensor) and out.is_contiguous(),
         "changed_after_kernels": changed,
         "inputs_changed": _inputs_changed(roles, originals, box.get("log")),
+        "launches": list(box.get("launches", [])),
     }
     if made is not None:
         result["made"] = made.big[:5]
@@ -439,8 +442,68 @@ def _changed_after_kernels(out: torch.Tensor, log) -> bool:
 
 
 def _probe_cases(fn, kind: str, specs: list) -> list[dict]:
-    """Probe: :func:`_counted_call` for each case."""
-    return [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+    """Probe: :func:`_counted_call` for each case (the launches it recorded left out)."""
+    cases = [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+    for one in cases:
+        one.pop("launches", None)
+    return cases
+
+
+def _for_compiling(launches: list[dict]) -> list[dict]:
+    """The launches worth compiling: one per kernel, pointer types, ``num_warps`` /
+    ``num_stages`` and constexpr values other than 1 and None (Triton also specializes an int
+    argument equal to 1, or None, into a constexpr: of the launches that differ only there, the
+    one with the fewest constexprs, the general one, is kept), at most :data:`MAX_COMPILED`."""
+    chosen: dict[tuple, dict] = {}
+    for launch in launches:
+        pointers = tuple(v for v in launch.get("signature", {}).values() if str(v).startswith("*"))
+        values = tuple(
+            sorted(
+                (str(k), repr(v))
+                for k, v in launch.get("constexprs", {}).items()
+                if v is not None and v != 1
+            )
+        )
+        key = (
+            launch.get("kernel"),
+            pointers,
+            launch.get("num_warps"),
+            launch.get("num_stages"),
+            values,
+        )
+        best = chosen.get(key)
+        if best is None or len(launch.get("constexprs", {})) < len(best.get("constexprs", {})):
+            chosen[key] = launch
+    return list(chosen.values())[:MAX_COMPILED]
+
+
+def _compile(launches: list[dict]) -> dict:
+    """Compile ``launches`` for sm_90 and sm_80 (:func:`~grader.runtime.triton_compile.
+    compile_launches`, a fresh process), keeping what the checks judge and show."""
+    picked = _for_compiling(launches)
+    try:
+        results = triton_compile.compile_launches(picked, timeout_s=COMPILE_TIMEOUT_S)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported, never the student's fault
+        return {"launches": len(picked), "results": [], "error": f"{type(exc).__name__}: {exc}"}
+    keep = ("kernel", "arch", "ok", "stage", "error", "registers", "spills", "shared_bytes",
+            "num_warps", "num_stages", "occupancy", "dots", "launch")  # fmt: skip
+    for one in results:
+        launch = picked[one["launch"]]
+        one["pointers"] = [
+            v for v in launch.get("signature", {}).values() if str(v).startswith("*")
+        ]
+    return {
+        "launches": len(picked),
+        "results": [{k: one.get(k) for k in (*keep, "pointers")} for one in results],
+    }
+
+
+def _probe_cases_compiled(fn, kind: str, specs: list) -> dict:
+    """Probe: :func:`_probe_cases`, then every kernel those cases launched compiled for sm_90
+    and sm_80 (:func:`_compile`)."""
+    cases = [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+    launches = [launch for one in cases for launch in one.pop("launches", [])]
+    return {"cases": cases, "compiled": _compile(launches)}
 
 
 def _describe_config(config) -> dict:
@@ -473,10 +536,12 @@ def _probe_matmul_configs(matmul, specs: list) -> dict:
     described = [_describe_config(c) for c in configs] if ok else [repr(c)[:100] for c in configs]
     result: dict = {"call": {"ok": True, "value": None}, "configs": described, "runs": []}
     if ok:
+        launches = []
         for config in configs[:MAX_GPU_CONFIGS]:
-            result["runs"].append(
-                [_counted_call(matmul, "matmul", tuple(spec), config=config) for spec in specs]
-            )
+            runs = [_counted_call(matmul, "matmul", tuple(spec), config=config) for spec in specs]
+            launches += [launch for one in runs for launch in one.pop("launches", [])]
+            result["runs"].append(runs)
+        result["compiled"] = _compile(launches)
     return result
 
 
@@ -651,6 +716,118 @@ def _require_stores_exactly_output(kind: str, spec: tuple, traffic: dict, out_by
     )
 
 
+# --------------------------------------------------------------------------- compiled
+#: At most this many kernel variants are compiled per check (each for two architectures).
+MAX_COMPILED = 12
+#: Seconds for one check's compile process (a fresh Python, triton imported, every variant for
+#: sm_90 and sm_80: 1 to 5 s on 2 cores, cold cache, for 4 kernels; measured 2026-11-27).
+COMPILE_TIMEOUT_S = 240.0
+#: ``tl.dot`` input precisions that keep float32 products to about float32 accuracy on a GPU
+#: (triton 3.8's ``tl.dot`` docstring: "tf32" is the default; "tf32x3" and "bf16x6" split each
+#: operand into several lower-precision ones; "ieee" uses exact float32 products).
+FLOAT32_PRECISIONS = ("ieee", "tf32x3", "bf16x6")
+
+
+def _judge_compiled(
+    what: str, compiled: dict, float32_exact: bool = False, every_variant: bool = True
+) -> str:
+    """Judge the compile results of a check's kernels: a kernel the compiler rejects for sm_90
+    or sm_80 fails with the compiler's message; one that compiles but that a GPU would refuse
+    to launch (more shared memory or registers than it has) fails where ``every_variant`` (a
+    plain kernel), and fails only when every variant is refused on an architecture where not
+    (autotune configs: the autotuner skips the configs a GPU cannot launch); with
+    ``float32_exact``, a ``tl.dot`` on float32 operands must use a float32-accurate precision.
+    A kernel the course could not re-create or compile here (its own limits, a timeout) is
+    reported, not failed.
+
+    Returns:
+        One line of compiler facts for the pass message.
+    """
+    results = compiled.get("results", [])
+    for one in results:
+        if one["stage"] == "compile":
+            fail(
+                f"{what}: the Triton compiler rejects {one['kernel']} for {one['arch']} "
+                "(the interpreter ran it, a GPU would not)",
+                yours=one["error"],
+                expected="a kernel that compiles for sm_90 (H100) and sm_80 (A100)",
+                cause="the interpreter runs your kernel as Python, the compiler types it: a "
+                "loop-carried value must keep its type and shape (start a running max as a "
+                "block, tl.full((BLOCK,), -float('inf'), tl.float32), not as the scalar 0.0), "
+                "tl.dot's inner dimension needs at least 16 (16-bit) or 8 (float32) elements, "
+                "and a kernel reads only tl.constexpr globals",
+            )
+    refused = [one for one in results if one["stage"] == "launch"]
+    if refused and every_variant:
+        one = refused[0]
+        fail(
+            f"{what}: {one['kernel']} compiles for {one['arch']} but a GPU of that kind would "
+            "refuse to launch it",
+            yours=f"{one['error']} ({one['shared_bytes']} bytes of shared memory, "
+            f"{one['registers']} registers per thread, {one['num_warps']} warps)",
+            expected="a block that fits the SM (sm_90: 227 KB of shared memory per block, "
+            "sm_80: 163 KB; 65536 registers per SM)",
+            cause="blocks too large for the GPU: smaller BLOCK sizes, fewer num_stages (each "
+            "stage keeps one more tile of every input in shared memory), or fewer warps",
+        )
+    if refused and not every_variant:
+        for arch in {one["arch"] for one in results}:
+            mine = [one for one in results if one["arch"] == arch]
+            if mine and all(one["stage"] == "launch" for one in mine):
+                fail(
+                    f"{what}: none of your GPU configs would launch on {arch}",
+                    yours="; ".join(f"{one['error']}" for one in mine[:3]),
+                    expected="at least one config that fits the SM",
+                    cause="every config needs more shared memory (or registers) than the GPU "
+                    "has: smaller tiles or fewer num_stages",
+                )
+    if float32_exact:
+        for one in results:
+            for dot in one.get("dots") or []:
+                if dot["a"] == "f32" and dot["precision"] not in FLOAT32_PRECISIONS:
+                    fail(
+                        f"{what}: {one['kernel']}'s tl.dot on float32 inputs compiles to "
+                        f"{dot['precision']} products for {one['arch']}",
+                        yours=f"input_precision {dot['precision']!r} (TF32: 10 mantissa "
+                        "bits, about 1e-3 relative on a GPU)",
+                        expected="input_precision 'tf32x3' or 'ieee' for float32 inputs (the "
+                        "contract: float32 results to float32 accuracy on a GPU too)",
+                        cause="tl.dot's default on float32 is TF32 on GPUs with Tensor Cores; "
+                        "the interpreter computes exact float32, so only the compiled kernel "
+                        "shows it. Pass input_precision='tf32x3' (or 'ieee') when the inputs "
+                        "are float32, e.g. through a tl.constexpr chosen by the launcher",
+                    )
+    return _compiled_facts(compiled)
+
+
+def _compiled_facts(compiled: dict) -> str:
+    """The compiler's figures in one line: per kernel and architecture, registers per thread,
+    spilled bytes, shared memory and the warps an SM can hold (compiled, not measured)."""
+    results = [one for one in compiled.get("results", []) if one["stage"] == "compiled"]
+    if compiled.get("error"):
+        return f"not compiled here ({compiled['error']})"
+    if not results:
+        skipped = [one for one in compiled.get("results", []) if one["stage"] != "compiled"]
+        if skipped:
+            return f"not compiled here ({skipped[0]['stage']}: {skipped[0]['error']})"
+        return "no kernel compiled"
+    parts = []
+    seen = set()
+    for one in results:
+        key = (one["kernel"], one["arch"])
+        if key in seen:
+            continue
+        seen.add(key)
+        occ = one.get("occupancy") or {}
+        warps = occ.get("warps_per_sm")
+        parts.append(
+            f"{one['kernel']} {one['arch']}: {one['registers']} registers, {one['spills']} B "
+            f"spilled, {one['shared_bytes']} B shared"
+            + (f", {warps} warps/SM" if warps is not None else "")
+        )
+    return "compiled (not measured): " + "; ".join(parts[:4])
+
+
 # --------------------------------------------------------------------------- bias_gelu
 #: (M, N, seed[, scale]): N not a multiple of any power-of-two block, one element, a single row,
 #: empty, and values of 60 x randn: tanh(u) written as (exp(2u) - 1) / (exp(2u) + 1) overflows
@@ -744,12 +921,15 @@ def check_bias_gelu(bias_gelu) -> None:
         CheckFailed: the first case that differs, with the likely cause.
     """
     fn = student(bias_gelu, "bias_gelu")
-    seen = call_student(fn.probe, _probe_cases, "bias_gelu", BIAS_GELU_CASES, name="bias_gelu")
-    for spec, one in zip(BIAS_GELU_CASES, seen):
+    got = call_student(
+        fn.probe, _probe_cases_compiled, "bias_gelu", BIAS_GELU_CASES, name="bias_gelu"
+    )
+    for spec, one in zip(BIAS_GELU_CASES, got["cases"]):
         _judge_bias_gelu(spec, one)
+    facts = _judge_compiled("bias_gelu", got["compiled"])
     passed(
         f"bias_gelu: {len(BIAS_GELU_CASES)} shapes, one launch each, x read once, only the "
-        "output stored, every lane in bounds"
+        f"output stored, every lane in bounds; {facts}"
     )
 
 
@@ -900,12 +1080,15 @@ def check_softmax_rows(softmax_rows) -> None:
         CheckFailed: the first case that differs, with the likely cause.
     """
     fn = student(softmax_rows, "softmax_rows")
-    seen = call_student(fn.probe, _probe_cases, "softmax_rows", SOFTMAX_CASES, name="softmax_rows")
-    for spec, one in zip(SOFTMAX_CASES, seen):
+    got = call_student(
+        fn.probe, _probe_cases_compiled, "softmax_rows", SOFTMAX_CASES, name="softmax_rows"
+    )
+    for spec, one in zip(SOFTMAX_CASES, got["cases"]):
         _judge_softmax(spec, one)
+    facts = _judge_compiled("softmax_rows", got["compiled"])
     passed(
         f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4, rows "
-        "spread wide), each row read once"
+        f"spread wide), each row read once; {facts}"
     )
 
 
@@ -1106,10 +1289,16 @@ def check_matmul(matmul) -> None:
         fn.probe, _probe_matmul_configs, MATMUL_CONFIG_CASES, name="matmul (your GPU configs)"
     )
     ran = _judge_gpu_configs(found)
+    facts = _judge_compiled(
+        "matmul (your GPU configs)",
+        found.get("compiled", {}),
+        float32_exact=True,
+        every_variant=False,
+    )
     passed(
         f"matmul: {len(MATMUL_CASES)} cases (transposed views, column slices, float16 with "
         f"K = 1024), key {seen[0]['autotune'].get('keys')}, each of your {ran} GPU configs "
-        "right through the interpreter, every lane in bounds"
+        f"right through the interpreter, every lane in bounds; {facts}"
     )
 
 
@@ -1304,14 +1493,19 @@ def check_attention_forward(attention_forward) -> None:
         CheckFailed: the first case that differs, with the likely cause.
     """
     fn = student(attention_forward, "attention_forward")
-    seen = call_student(
-        fn.probe, _probe_cases, "attention_forward", ATTENTION_CASES, name="attention_forward"
+    got = call_student(
+        fn.probe,
+        _probe_cases_compiled,
+        "attention_forward",
+        ATTENTION_CASES,
+        name="attention_forward",
     )
-    for spec, one in zip(ATTENTION_CASES, seen):
+    for spec, one in zip(ATTENTION_CASES, got["cases"]):
         _judge_attention(spec, one)
+    facts = _judge_compiled("attention_forward", got["compiled"])
     passed(
         f"attention_forward: {len(ATTENTION_CASES)} shapes, only the output stored, no L x S "
-        "tensor, k and v read once per block of queries"
+        f"tensor, k and v read once per block of queries; {facts}"
     )
 
 
