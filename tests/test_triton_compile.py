@@ -495,7 +495,13 @@ def test_arguments_map_to_triton_signature_types():
         1,
     )
     with tcc.record_launches() as launches:
-        arguments_kernel[(1,)](*args, BLOCK=16)
+        try:
+            arguments_kernel[(1,)](*args, BLOCK=16)
+        except Exception as exc:  # noqa: BLE001
+            # triton 3.6's interpreter cannot run a bool argument ("numpy data itemsize (32
+            # bits) exceeds dtype primitive_bitwidth (1 bits)"); the launch is recorded first
+            if "primitive_bitwidth" not in str(exc):
+                raise
     (rec,) = launches
     assert rec["signature"] == {
         "t32": "*fp32",
