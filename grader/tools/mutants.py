@@ -492,7 +492,7 @@ class _Applier:
     def walk(self, node):
         import parso.tree
 
-        for index, _ in enumerate(self.operator.mutation_positions(node)):
+        for index, _ in enumerate(list(self.operator.mutation_positions(node))):
             if self.count == self.occurrence:
                 node = self.operator.mutate(node, index)
                 self.applied = True
@@ -500,6 +500,14 @@ class _Applier:
         if node is not None and isinstance(node, parso.tree.BaseNode):
             node.children = [c for c in map(self.walk, node.children) if c is not None]
         return node
+
+
+def mutate_code(code: str, operator: str, occurrence: int = 0) -> str | None:
+    """``code`` with the ``occurrence``-th mutation of the operator named ``operator`` applied
+    (counting over the whole code), or None when the operator applies fewer times."""
+    applier = _Applier(operators()[operator], occurrence)
+    mutated = applier.walk(_cosmic_ray()["ast"].get_ast(code)).get_code()
+    return mutated if applier.applied else None
 
 
 def generate_mutants(exercise: str, source: str) -> tuple[list[Mutant], int]:
