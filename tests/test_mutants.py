@@ -134,7 +134,7 @@ def test_the_report_lists_survivors_with_why_and_counts_holes():
     assert f"| `{hole.id}` |" in text and "**HOLE**" in text
     assert f"- `{slow.id}`" in text and "Killed by timeout" in text
     n = len(found)
-    assert f"| `area` | {n} | {n - 3} | 1 | 2 | 1 | 0 | 0 | 1 | 0 |" in text
+    assert f"| `area` | {n} | {n - 3} | 1 | 2 | 1 | 0 | 0 | 0 | 1 | 0 |" in text
 
 
 # --------------------------------------------------------------------------- real processes

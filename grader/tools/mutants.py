@@ -32,9 +32,11 @@ and the k-th place that operator applies on that line. It stays the same as long
 solution cell does; ``mutants_equivalent.json`` also stores the line's text, so an entry whose
 line changed is reported as stale instead of explaining another mutant. An entry may name a
 whole line (``<exercise>:L<line>:*``), and say ``"kind"``: ``equivalent`` (the default),
-``tolerated`` (off by less than the checks can measure by design, e.g. 0.1 % of a timing) or
+``tolerated`` (off by less than the checks can measure by design, e.g. 0.1 % of a timing),
+``cpu-same`` (the same on every CPU input, different only on a GPU: a tensor left on the CPU) or
 ``gpu-only`` (code only a GPU runs, such as 12's autotuning configs: honoured only for a line
-the reference's run of the CPU checks never executed, which the command records).
+the reference's run of the CPU checks never executed, which the command records). The last two
+are what the ``_cuda`` checks are for; none of them counts as a HOLE.
 
 May import: everything below the tools (:mod:`grader.runtime`, :mod:`grader.checks`,
 :mod:`grader.grading`) and the other tools (:mod:`grader.tools.samples`); of third-party code,
@@ -853,6 +855,7 @@ class Cache:
         self.results: dict[str, dict] = data.get("results", {})
         self.baseline: dict = data.get("baseline", {})
         self.wall_s: float = data.get("wall_s", 0.0)
+        self.runs: list[dict] = data.get("runs", [])
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -860,6 +863,7 @@ class Cache:
             "fingerprint": self.fingerprint,
             "baseline": self.baseline,
             "wall_s": round(self.wall_s, 1),
+            "runs": self.runs,
             "results": self.results,
         }
         tmp = self.path.with_suffix(".tmp")
@@ -883,6 +887,7 @@ def load_equivalents(path: Path) -> dict[str, dict]:
 KINDS = {
     "equivalent": "equivalent",  # same behaviour on every input the statement allows
     "tolerated": "tolerated",  # differs by less than what the checks can measure, by design
+    "cpu-same": "same on CPU",  # same on every CPU input; differs only on a GPU (a device)
     "gpu-only": "GPU only",  # code only a GPU runs: the line never ran in the CPU checks
 }
 
@@ -933,6 +938,7 @@ class ExerciseResult:
     results: dict[str, dict] = field(default_factory=dict)
     baseline: dict = field(default_factory=dict)
     wall_s: float = 0.0
+    runs: list[dict] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
     error: str = ""
     lines: list[str] = field(default_factory=list)
@@ -1005,7 +1011,7 @@ def run(
         res.mutants, res.invalid = generate_mutants(grade_id, source)
         cache = Cache(work / f"{grade_id}.json", checks_fingerprint(assignment, grade_id, checks))
         if fresh:
-            cache.results, cache.baseline, cache.wall_s = {}, {}, 0.0
+            cache.results, cache.baseline, cache.wall_s, cache.runs = {}, {}, 0.0, []
         wanted = exercises is None or grade_id in exercises
         if wanted:
             _run_exercise(
@@ -1013,7 +1019,7 @@ def run(
                 progress and tqdm,
             )  # fmt: skip
         res.results = {m.key: cache.results[m.key] for m in res.mutants if m.key in cache.results}
-        res.baseline, res.wall_s = cache.baseline, cache.wall_s
+        res.baseline, res.wall_s, res.runs = cache.baseline, cache.wall_s, cache.runs
         if cache.baseline.get("status") == KILLED:
             res.error = (
                 f"the reference fails its own checks ({cache.baseline.get('check')}: "
@@ -1079,6 +1085,16 @@ def _run_exercise(assignment, grade_id, cells, checks, res, cache, jobs, limit, 
         if progress is not None:
             progress.close()
         cache.baseline["timeout_s"] = limit_s
+        ran = sum(1 for m in todo if m.key in cache.results)
+        if ran:
+            cache.runs.append(
+                {
+                    "date": datetime.date.today().isoformat(),
+                    "jobs": jobs,
+                    "mutants": ran,
+                    "wall_s": round(time.monotonic() - started, 1),
+                }
+            )
         cache.save()
 
 
@@ -1088,6 +1104,11 @@ def _md(text: str, width: int | None = None) -> str:
     if width and len(text) > width:
         text = text[: width - 1] + "…"
     return text.replace("|", "\\|").replace("`", "'")
+
+
+def _jobs_note(res: ExerciseResult) -> str:
+    jobs = sorted({run["jobs"] for run in res.runs})
+    return f" ({'/'.join(map(str, jobs))} job{'s' if jobs != [1] else ''})" if jobs else ""
 
 
 def _code(text: str) -> str:
@@ -1124,14 +1145,20 @@ def format_report(
 ) -> tuple[str, int]:
     """MUTANTS.md, and the number of HOLEs (survivors no entry explains) in it."""
     today = today or datetime.date.today().isoformat()
+    total_s = sum(r.wall_s for r in results)
+    all_jobs = sorted({run["jobs"] for r in results for run in r.runs})
+    runs_jobs = (
+        f"{' or '.join(map(str, all_jobs))} job(s) at a time" if all_jobs else "nothing run yet"
+    )
     lines = [
         f"# Mutation testing of {assignment}'s graders",
         "",
         "<!-- Written by `python -m grader mutants`; edit mutants_equivalent.json, not this. -->",
         "",
-        f"Generated {today} by `{command}` on {machine or machine_line()}: this run took "
-        f"{wall_s:.0f} s of wall time with {jobs} job(s) at a time (per exercise below: the "
-        "wall time its mutants took in all runs; cached mutants are not run again).",
+        f"Generated {today} by `{command}` on {machine or machine_line()}. Running the "
+        f"mutants took {total_s:.0f} s of wall time in all ({runs_jobs}; per exercise below, "
+        f"runs resumed from the cache added up); this command took {wall_s:.0f} s with "
+        f"{jobs} job(s) at a time.",
         "",
         "Each mutant is the reference solution with one change between `### BEGIN SOLUTION` and "
         "`### END SOLUTION`, graded by the exercise's CPU checks (visible, then hidden; the "
@@ -1139,20 +1166,21 @@ def format_report(
         "named). **Timeout**: still running at the time limit. **Survived**: every check "
         "passed: *equivalent* (same behaviour on every input the statement allows), "
         "*tolerated* (off by less than the checks can measure, by design: a timing, a "
-        "tolerance), *GPU only* (code that never ran in the CPU checks; the `_cuda` checks are "
-        f"there for it), each with its reason in [`{EQUIVALENT_FILE}`]({EQUIVALENT_FILE}); or "
+        "tolerance), *same on CPU* (differs only on a GPU, e.g. a tensor's device), *GPU only* "
+        "(code that never ran in the CPU checks); the `_cuda` checks are there for the last two; "
+        f"each with its reason in [`{EQUIVALENT_FILE}`]({EQUIVALENT_FILE}); or "
         "a **HOLE**: a wrong answer the CPU checks give full marks. Score: killed (timeouts "
         "included) over the mutants run that are not equivalent, tolerated or GPU only.",
         "",
-        "| exercise | mutants | killed | timeout | survived | equivalent | tolerated | GPU only "
-        "| HOLE | not run yet | score | time |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| exercise | mutants | killed | timeout | survived | equivalent | tolerated "
+        "| same on CPU | GPU only | HOLE | not run yet | score | time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     holes = 0
     sections = []
     for res in results:
         if res.error and not res.results:
-            lines.append(f"| `{res.exercise}` | {len(res.mutants)} | – | – | – | – | – | – | – | "
+            lines.append(f"| `{res.exercise}` | {len(res.mutants)} | – | – | – | – | – | – | – | – | "
                          f"– | – | {_md(res.error)} |")  # fmt: skip
             continue
         survivors = [m for m in res.mutants if res.status(m) == SURVIVED]
@@ -1180,9 +1208,10 @@ def format_report(
         score = f"{(killed + timeout) / counted:.0%}" if counted else "–"
         lines.append(
             f"| `{res.exercise}` | {len(res.mutants)} | {killed} | {timeout} | {len(survivors)} | "
-            f"{kinds['equivalent']} | {kinds['tolerated']} | {kinds['gpu-only']} | {hole} | "
+            f"{kinds['equivalent']} | {kinds['tolerated']} | {kinds['cpu-same']} | "
+            f"{kinds['gpu-only']} | {hole} | "
             f"{left} | {score} | "
-            f"{res.wall_s:.0f} s |"
+            f"{res.wall_s:.0f} s{_jobs_note(res)} |"
         )
         sec = [f"## `{res.exercise}`", ""]
         base = res.baseline
