@@ -705,8 +705,16 @@ def run_job(job: Job, conn) -> None:
 
 # --------------------------------------------------------------------------- running many
 def _context(check_modules: list[str]):
+    """Python's fork server, preloaded with what a mutant imports. A process has one fork
+    server, shared with the grading engine's (:mod:`grader.grading.grading`): whichever starts
+    it names its imports, so this list holds the engine's too (nbgrader, about 5 s once), and a
+    class graded later in the same process (a test run) still forks from a loaded server."""
+    from grader.grading import grading
+
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([*FORKSERVER_PRELOAD, *sorted(set(check_modules))])
+    context.set_forkserver_preload(
+        [*FORKSERVER_PRELOAD, *grading.FORKSERVER_PRELOAD, *sorted(set(check_modules))]
+    )
     return context
 
 
