@@ -642,3 +642,143 @@ def test_libdevice_is_restored_after_each_launch_and_reached_through_helpers():
                             ARITY=2, BLOCK=8)  # fmt: skip
     assert isinstance(info.value.__cause__, tc.LibdeviceNotSupported)
     assert state() == before and tc._LAUNCH_SCOPE == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Races between program instances
+
+with tc.interpreter():
+
+    @triton.jit
+    def accumulate_rows(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        """Every program load-add-stores its block of x into the same out[0:BLOCK], without an
+        atomic (the FlashAttention-backward dQ mistake)."""
+        cols = tl.arange(0, BLOCK)
+        offsets = tl.program_id(0) * BLOCK + cols
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        tl.store(out_ptr + cols, tl.load(out_ptr + cols) + x)
+
+    @triton.jit
+    def accumulate_2d(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        """Programs (i, j) for j = 0, 1 both add into out row i: races within each row only."""
+        cols = tl.arange(0, BLOCK)
+        row = out_ptr + tl.program_id(0) * BLOCK + cols
+        x = tl.load(x_ptr + (tl.program_id(0) * 2 + tl.program_id(1)) * BLOCK + cols)
+        tl.store(row, tl.load(row) + x)
+
+    @triton.jit
+    def shift_in_place(x_ptr, n, BLOCK: tl.constexpr):
+        """x[i] = x[i + 1] in place, block by block: the last lane of each block reads the first
+        element of the next program's block before that program overwrites it."""
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        nxt = tl.load(x_ptr + offsets + 1, mask=offsets + 1 < n, other=0.0)
+        tl.store(x_ptr + offsets, nxt, mask=offsets < n)
+
+    @triton.jit
+    def rewrite_own_block(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        """Each program stores its block twice and reads it back in between: its own data."""
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+        tl.store(out_ptr + offsets, tl.load(out_ptr + offsets) * 2.0)
+
+    @triton.jit
+    def accumulate_under_lock(x_ptr, out_ptr, lock_ptr, BLOCK: tl.constexpr):
+        """Triton's layer-norm-backward pattern: spin on atomic_cas, load-add-store, release."""
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + tl.program_id(0) * BLOCK + cols)
+        while tl.atomic_cas(lock_ptr, 0, 1) == 1:
+            pass
+        tl.store(out_ptr + cols, tl.load(out_ptr + cols) + x)
+        tl.atomic_xchg(lock_ptr, 0)
+
+
+def test_an_atomic_reduction_and_the_kernels_above_have_no_race():
+    n, block = 1000, 128
+    x, total = torch.randn(n), torch.zeros(1)
+    traffic = tc.run_counted(sum_kernel, (triton.cdiv(n, block),), x, total, n, BLOCK=block)
+    assert traffic.races == [] and traffic.race_free
+    traffic, *_ = _add(add_kernel, n, block)
+    assert traffic.race_free
+    out = torch.empty(6, 100)
+    softmax = tc.run_counted(softmax_twice, (6,), torch.randn(6, 100), out, 100, 100, BLOCK=128)
+    assert softmax.race_free
+
+
+def test_load_add_store_into_a_shared_output_races_three_ways():
+    """8 programs add into the same 128 elements: here the sum is right (they run in turn), on
+    a GPU it is not; every element is stored by two instances, loaded after another stored it,
+    and stored after another loaded it."""
+    n, block = 1000, 128
+    torch.manual_seed(0)
+    x, out = torch.randn(n), torch.zeros(block)
+    traffic = tc.run_counted(accumulate_rows, (8,), x, out, n, BLOCK=block)
+    padded = torch.cat([x, torch.zeros(8 * block - n)]).reshape(8, block)
+    torch.testing.assert_close(out, padded.sum(0))  # right here, by luck of the order
+    assert not traffic.race_free and traffic.in_bounds
+    assert traffic.races == [
+        tc.Race("accumulate_rows", "out_ptr", kind, block, ((0, 0, 0), (1, 0, 0), 0))
+        for kind in ("write-write", "read-after-write", "write-after-read")
+    ]
+    text = traffic.races[0].describe()
+    assert "(0, 0, 0) and (1, 0, 0) both stored element 0 of `out_ptr`" in text
+    assert "tl.atomic_add" in text and "128 element(s)" in text
+    with tc.count_traffic() as log:  # two launches: the races of each, in order
+        accumulate_rows[(8,)](x, out, n, BLOCK=block)
+        add_kernel[(1,)](x, x, torch.empty(n), 100, BLOCK=128)
+        accumulate_rows[(2,)](x, out, n, BLOCK=block)
+    assert [len(t.races) for t in log] == [3, 0, 3] and len(log.total().races) == 6
+
+
+def test_races_on_a_2d_grid_name_the_two_programs_and_the_element():
+    block = 16
+    x, out = torch.randn(3 * 2 * block), torch.zeros(3 * block)
+    traffic = tc.run_counted(accumulate_2d, (3, 2), x, out, BLOCK=block)
+    write_write = traffic.races[0]
+    assert write_write.kind == "write-write" and write_write.elements == 3 * block
+    assert write_write.example == ((0, 0, 0), (0, 1, 0), 0)
+    torch.testing.assert_close(out, x.reshape(3, 2, block).sum(1).reshape(-1))
+
+
+def test_reading_a_neighbours_block_it_later_overwrites_is_a_write_after_read():
+    """In place, x[i] = x[i+1]: right here (program 0 reads x[128] before program 1 writes
+    it); on a GPU program 1 may write first."""
+    n, block = 1000, 128
+    x = torch.arange(float(n))
+    traffic = tc.run_counted(shift_in_place, (triton.cdiv(n, block),), x, n, BLOCK=block)
+    assert [(r.kind, r.elements) for r in traffic.races] == [("write-after-read", 7)]
+    assert traffic.races[0].example == ((0, 0, 0), (1, 0, 0), 128)
+    assert "stored element 128 of `x_ptr`" in traffic.races[0].describe()
+    assert torch.equal(x, torch.cat([torch.arange(1.0, n), torch.zeros(1)]))
+
+
+def test_an_instance_rewriting_its_own_block_and_a_lock_are_not_races():
+    x = torch.randn(4 * 32)
+    out = torch.empty(4 * 32)
+    assert tc.run_counted(rewrite_own_block, (4,), x, out, BLOCK=32).race_free
+    torch.testing.assert_close(out, 2 * x)
+    out, lock = torch.zeros(32), torch.zeros(1, dtype=torch.int32)
+    traffic = tc.run_counted(accumulate_under_lock, (4,), x, out, lock, BLOCK=32)
+    assert traffic.race_free
+    torch.testing.assert_close(out, x.reshape(4, 32).sum(0))
+
+
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("bias_gelu", (37, 300, 0)),  # 2-D tiles, a (3, 3) grid
+        ("softmax_rows", (6, 100, 128, 0.0, 0)),  # a program per row
+        ("matmul", (40, 50, 36, "float32", "nn", 2)),  # tiles, a (2, 2) grid
+        ("attention_forward", (100, 80, 16, 0)),  # 4 query blocks reading all of K and V
+    ],
+)
+def test_the_reference_kernels_of_12_have_no_race(name, spec):
+    from grader.checks import ch12_triton as checks
+
+    from .helpers import reference_fn
+
+    args = checks.make_inputs(name, spec)
+    with tc.count_traffic() as log:
+        reference_fn("12_triton", name)(*args)
+    total = log.total()
+    assert total.race_free, [r.describe() for r in total.races]
+    assert max(x * y * z for _, (x, y, z) in total.launches) > 1

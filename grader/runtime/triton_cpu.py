@@ -2,8 +2,9 @@
 
 For the checks and demos of the Triton notebook (issue 27): a student's ``@triton.jit`` kernel
 runs on CPU tensors under Triton's interpreter, and :func:`count_traffic` reports what it did to
-memory: the bytes it loaded and stored, per tensor argument, and every access outside the tensors
-it was given (the "missing mask" mistake), which it reports instead of performing.
+memory: the bytes it loaded and stored, per tensor argument, every access outside the tensors
+it was given (the "missing mask" mistake), which it reports instead of performing, and the
+elements its program instances share without atomics (races, right here and wrong on a GPU).
 
 **Turning the interpreter on, and when it is too late.** ``TRITON_INTERPRET=1`` is not read once
 when ``triton`` is imported: ``@triton.jit`` reads it each time it decorates a function
@@ -57,16 +58,37 @@ load gives ``other``, or 0) and never dereferenced. The tensors' addresses are t
 interpreter sees (``GridExecutor._init_args_hst``'s host copies; for CPU tensors, the tensors
 themselves). ``GridExecutor`` and the builder are restored when the block ends.
 
+**Races between program instances.** The interpreter runs a launch's program instances one
+after another (``GridExecutor.__call__``: ``for x``, ``for y``, ``for z``, each after
+``interpreter_builder.set_grid_idx``), so a kernel whose instances share data without atomics
+gives the right answer here and a wrong one on a GPU, where they run at the same time (a
+FlashAttention backward whose key-block programs each load-add-store into ``dQ``). So
+:func:`count_traffic` also keeps, per launch and tensor argument, which instances loaded and
+stored each element (of the tensor's element size) with plain ``tl.load``/``tl.store``, and
+reports in :attr:`Traffic.races` (:class:`Race`) the elements two instances stored
+(write-write), loaded by an instance after another stored them (read-after-write), or stored by
+one after another loaded them (write-after-read). Not races: atomics (``tl.atomic_add``, ...,
+neither as loads nor as stores); an instance that accesses an element several times by itself;
+accesses in different launches (a launch ends before the next begins); and the plain accesses
+an instance makes after it took a lock with ``tl.atomic_cas`` or ``tl.atomic_xchg`` (taken as
+guarded by it, as in Triton's layer-norm backward tutorial, whether or not the lock is right).
+Not detected: races between lanes or warps of one instance (a block is one numpy operation
+here: no ordering inside an instance, ``tl.debug_barrier`` does nothing), reads of data that
+an atomic of another instance updates, accesses of one memory through two different tensor
+arguments, and memory order (``sem=``, ``scope=``) of atomics.
+
 **What the interpreter can and cannot tell you, against a GPU.** It runs the program instances
 one after another in Python, each over whole numpy blocks, so it gives the values a kernel
 computes, the bytes it asks for, and which lanes reach outside its tensors. It cannot tell: time
 (the interpreter is orders of magnitude slower than a GPU, and not in proportion to a kernel's
 speed on one);
 coalescing, cache hits (L1/L2), shared memory or registers (a load counted here is what the
-kernel requests, not what reaches DRAM: on a GPU, a second read of a row may hit in L2); races
-between program instances (they never run at once here); ``num_warps``, ``num_stages`` and
-other compilation options (ignored); and the precision of ``tl.dot`` on Tensor Cores (here
-``np.matmul`` in the accumulator's dtype, no TF32 rounding: ``create_dot``).
+kernel requests, not what reaches DRAM: on a GPU, a second read of a row may hit in L2); the
+outcome of a race between program instances (they never run at once here: :func:`count_traffic`
+reports the races, see above, but the values computed are those of one order); ``num_warps``,
+``num_stages`` and other compilation options (ignored); the precision of ``tl.dot`` on Tensor
+Cores (here ``np.matmul`` in the accumulator's dtype, no TF32 rounding: ``create_dot``); and the
+last bits of libdevice's transcendental functions (see below).
 ``triton.autotune`` with more than one config fails on the CPU in both versions
 (``Autotuner._bench`` asks ``driver.active`` for a benchmarker: "0 active drivers").
 The interpreter is process-wide state: do not count from two threads at once.
@@ -76,6 +98,19 @@ argument (``for k in range(0, K, BK)``) fails with "only 0-dimensional arrays ca
 Python scalars": its ``tl.tensor.__index__`` is ``int(array of shape (1,))``, which NumPy 2.4
 refuses; triton 3.8 squeezes the array first. :func:`use_interpreter`, :func:`interpreter` and
 :func:`count_traffic` install 3.8's conversion on 3.6 (once per process, nothing on 3.8).
+
+**libdevice.** ``from triton.language.extra import libdevice`` then ``libdevice.tanh(x)`` in a
+kernel fails under the interpreter of both versions ("cannot convert None of type <class
+'NoneType'> to tensor": the module's functions are stubs a GPU compiler replaces;
+:func:`_support_libdevice` says why). :func:`use_interpreter`, :func:`interpreter` and
+:func:`count_traffic` make every libdevice function with a NumPy (or torch, or standard
+library) equivalent run, whichever way it is reached (``libdevice.erf``, a name imported from
+the module, ``tl.extra.cuda.libdevice.exp``), with the argument types, broadcasting and result
+type of CUDA's declarations, and counted like any other kernel; the others (``jn``, ``yn``,
+``rcp64h``, directed roundings of float64 arithmetic: :func:`_libdevice_table`) raise
+:class:`LibdeviceNotSupported` naming the function. Installed once per process; the functions
+are swapped in each launch's own patch scope, so Triton restores them with its own patches
+when the launch ends, and a GPU compiler never sees them.
 
 May import: the standard library, numpy, torch and triton (imported inside functions, so that
 importing this module costs nothing); never :mod:`grader.checks`, :mod:`grader.grading` or
@@ -164,6 +199,59 @@ class OutOfBounds:
         )
 
 
+@dataclass(frozen=True)
+class Race:
+    """Program instances of one launch that accessed the same elements of a tensor argument, one
+    of them with a plain (non-atomic) store: on a GPU they run at the same time, in no set order.
+
+    Attributes:
+        kernel: the kernel's name.
+        tensor: the tensor argument, by the kernel's parameter name (as in
+            :attr:`Traffic.per_tensor`).
+        kind: ``"write-write"`` (two instances stored the element), ``"read-after-write"`` (an
+            instance loaded it after another stored it: here it saw the stored value, on a GPU
+            it may see the old one) or ``"write-after-read"`` (an instance stored it after
+            another loaded it: here the load saw the old value, on a GPU it may see the new one).
+        elements: how many distinct elements of the tensor (of its element size) raced so.
+        example: ``(first, second, offset)``: two such program instances ``(x, y, z)``, in the
+            order the interpreter ran them, and the element, counted in elements from the
+            tensor's first one (its offset in memory, for a strided tensor).
+    """
+
+    kernel: str
+    tensor: str
+    kind: str
+    elements: int
+    example: tuple[tuple[int, int, int], tuple[int, int, int], int]
+
+    def describe(self) -> str:
+        """One sentence for a student."""
+        first, second, offset = self.example
+        where = f"element {offset} of `{self.tensor}`"
+        more = f" ({self.elements} element(s) in all)"
+        if self.kind == "write-write":
+            what = (
+                f"program instances {first} and {second} both stored {where}{more} with a plain "
+                f"store: on a GPU they run at the same time, so which value stays is undefined "
+                f"(a load-add-store loses updates)"
+            )
+        elif self.kind == "read-after-write":
+            what = (
+                f"program instance {second} loaded {where}{more} after instance {first} stored "
+                f"it: here instances run one after another, so it saw the stored value; on a "
+                f"GPU they run at the same time and it may read the old one"
+            )
+        else:
+            what = (
+                f"program instance {second} stored {where}{more} after instance {first} loaded "
+                f"it: here the load saw the old value; on a GPU it may see the new one"
+            )
+        return (
+            f"{self.kernel}: {what}. Use an atomic (tl.atomic_add, tl.atomic_max...) for what "
+            f"several instances update, or give each element to one program instance"
+        )
+
+
 @dataclass
 class Traffic:
     """What one or more kernel launches did to memory, counted under Triton's interpreter.
@@ -183,6 +271,10 @@ class Traffic:
         launches: ``(kernel name, grid)`` of each launch, grid as ``(x, y, z)``, in order.
         storing_programs: how many program instances stored at least one in-bounds lane (an
             instance of a padded grid that does nothing is not one), over all launches.
+        races: the :class:`Race` records of each launch (at most one per tensor and kind), in
+            order; empty when no two program instances of a launch touched an element that one
+            of them stored with a plain store. Atomics are not races; see the module docstring
+            for what is and is not detected.
     """
 
     loads_bytes: int = 0
@@ -192,11 +284,17 @@ class Traffic:
     out_of_bounds_lanes: int = 0
     launches: list[tuple[str, tuple[int, int, int]]] = field(default_factory=list)
     storing_programs: int = 0
+    races: list[Race] = field(default_factory=list)
 
     @property
     def in_bounds(self) -> bool:
         """True when no lane of any load or store reached outside the tensors."""
         return self.out_of_bounds_lanes == 0
+
+    @property
+    def race_free(self) -> bool:
+        """True when no launch had a :class:`Race` between its program instances."""
+        return not self.races
 
     def add(self, other: Traffic) -> Traffic:
         """The sum of this and ``other`` (a new object)."""
@@ -219,6 +317,7 @@ class Traffic:
             self.out_of_bounds_lanes + other.out_of_bounds_lanes,
             self.launches + other.launches,
             self.storing_programs + other.storing_programs,
+            self.races + other.races,
         )
 
 
@@ -1012,11 +1111,27 @@ class _Tensor:
     start: int
     end: int
     nbytes: int
+    itemsize: int = 1
     loaded: int = 0
     stored: int = 0
     # Bytes of the extent touched at least once, allocated on first use.
     read_map: Any = None
     write_map: Any = None
+    # Which program instances loaded and stored each element (plain accesses), on first use.
+    watch: _RaceWatch | None = None
+
+    def elements(self, addresses: Any, size: int) -> Any:
+        """The indices (in elements of this tensor, from ``start``) of the elements that
+        accesses of ``size`` bytes at ``addresses`` touch."""
+        import numpy as np
+
+        offsets = (addresses - np.uint64(self.start)).astype(np.int64)
+        first = offsets // self.itemsize
+        last = (offsets + (size - 1)) // self.itemsize
+        if offsets.size == 0 or np.array_equal(first, last):
+            return first
+        index = first[:, None] + np.arange(int((last - first).max()) + 1)
+        return index[index <= last[:, None]]
 
     def mark(self, addresses: Any, size: int, which: str) -> None:
         import numpy as np
@@ -1049,8 +1164,85 @@ def _tensor_extents(names_and_values: list[tuple[str, Any]]) -> list[_Tensor]:
         else:
             span = (sum((s - 1) * st for s, st in zip(value.shape, value.stride())) + 1) * size
         start = value.data_ptr()
-        out.append(_Tensor(name, start, start + span, value.numel() * size))
+        out.append(_Tensor(name, start, start + span, value.numel() * size, size))
     return out
+
+
+class _RaceWatch:
+    """Which program instances of one launch loaded and stored each element of one tensor.
+
+    The interpreter runs the instances one after another, in the order of their linear ids
+    (:meth:`_Launch.linear`), so keeping, per element, the lowest instance that stored it (and
+    the lowest that loaded it) is enough: another instance than the one accessing it now did so
+    exactly when that lowest one is not this one. Loads before the tensor's first store are
+    kept as they come (a tensor only read costs a list), and folded in at its first store, or
+    once they hold as many lanes as the tensor has elements.
+    """
+
+    KINDS = ("write-write", "read-after-write", "write-after-read")
+    NONE = 2**31 - 1
+
+    def __init__(self, elements: int) -> None:
+        self.size = elements
+        self.writers: Any = None
+        self.readers: Any = None
+        self.pending: list[tuple[int, Any]] = []
+        self.pending_lanes = 0
+        self.found: dict[str, Any] = {}
+        self.examples: dict[str, tuple[int, int, int]] = {}
+
+    def _check(self, kind: str, lowest: Any, pid: int, index: Any) -> Any:
+        """Record the elements ``index`` that another instance than ``pid`` accessed (in
+        ``lowest``) as the race ``kind``; returns ``lowest[index]``."""
+        import numpy as np
+
+        seen = lowest[index]
+        other = (seen != pid) & (seen != self.NONE)
+        if other.any():
+            if kind not in self.found:
+                self.found[kind] = np.zeros(self.size, dtype=bool)
+                j = int(np.argmax(other))
+                self.examples[kind] = (int(seen[j]), pid, int(index[j]))
+            self.found[kind][index[other]] = True
+        return seen
+
+    @staticmethod
+    def _note(lowest: Any, pid: int, index: Any, seen: Any = None) -> None:
+        import numpy as np
+
+        lowest[index] = np.minimum(lowest[index] if seen is None else seen, pid)
+
+    def _new(self) -> Any:
+        import numpy as np
+
+        return np.full(self.size, self.NONE, dtype=np.int32)
+
+    def _fold(self) -> None:
+        if self.readers is None:
+            self.readers = self._new()
+        for pid, index in self.pending:
+            self._note(self.readers, pid, index)
+        self.pending, self.pending_lanes = [], 0
+
+    def load(self, pid: int, index: Any) -> None:
+        if self.writers is not None:
+            self._check("read-after-write", self.writers, pid, index)
+        if self.readers is not None:
+            self._note(self.readers, pid, index)
+            return
+        self.pending.append((pid, index))
+        self.pending_lanes += index.size
+        if self.pending_lanes > self.size:
+            self._fold()
+
+    def store(self, pid: int, index: Any) -> None:
+        if self.pending:
+            self._fold()
+        if self.readers is not None:
+            self._check("write-after-read", self.readers, pid, index)
+        if self.writers is None:
+            self.writers = self._new()
+        self._note(self.writers, pid, index, self._check("write-write", self.writers, pid, index))
 
 
 def _element_bytes(ptrs: Any) -> int:
@@ -1069,6 +1261,32 @@ class _Launch:
         self.out_of_bounds: list[OutOfBounds] = []
         self.out_of_bounds_lanes = 0
         self.storing: set[tuple[int, ...]] = set()
+        # Instances that took a lock (atomic_cas or atomic_xchg): their later plain accesses
+        # are taken as synchronized by it and not watched for races.
+        self.locked: set[int] = set()
+
+    def linear(self, program_id: Any) -> int:
+        """The instance's position in the interpreter's order (``x`` outermost, ``z`` inner)."""
+        x, y, z = (int(i) for i in program_id)
+        return (x * self.grid[1] + y) * self.grid[2] + z
+
+    def program(self, linear: int) -> tuple[int, int, int]:
+        _, ny, nz = self.grid
+        return linear // (ny * nz), linear // nz % ny, linear % nz
+
+    def races(self) -> list[Race]:
+        out = []
+        for t in self.tensors:
+            watch = t.watch
+            if watch is None:
+                continue
+            for kind in watch.KINDS:
+                if kind in watch.found:
+                    first, second, offset = watch.examples[kind]
+                    example = (self.program(first), self.program(second), offset)
+                    elements = int(watch.found[kind].sum())
+                    out.append(Race(self.kernel, t.name, kind, elements, example))
+        return out
 
     def traffic(self) -> Traffic:
         per = {
@@ -1090,6 +1308,7 @@ class _Launch:
             out_of_bounds_lanes=self.out_of_bounds_lanes,
             launches=[(self.kernel, self.grid)],
             storing_programs=len(self.storing),
+            races=self.races(),
         )
 
     def where(self, address: int, home: _Tensor | None, size: int) -> str:
@@ -1112,10 +1331,14 @@ class _Launch:
             text += f", which is inside `{inside[0].name}`"
         return text
 
-    def access(self, op: str, ptrs: Any, mask: Any, program_id: Any) -> tuple[Any, Any]:
+    def access(
+        self, op: str, ptrs: Any, mask: Any, program_id: Any, lock: bool = False
+    ) -> tuple[Any, Any]:
         """Count one load, store or atomic of the pointers ``ptrs`` (a ``TensorHandle`` of
-        addresses) under ``mask`` (None: every lane). Returns the mask of the lanes to perform
-        (active and inside the tensor) and the :class:`OutOfBounds` record, or None."""
+        addresses) under ``mask`` (None: every lane), and watch plain loads and stores for races
+        between program instances (``lock``: an atomic that takes a lock). Returns the mask of
+        the lanes to perform (active and inside the tensor) and the :class:`OutOfBounds`
+        record, or None."""
         import numpy as np
 
         addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
@@ -1143,6 +1366,14 @@ class _Launch:
                 home.stored += n_in * size
                 home.mark(lanes[home_in], size, "store")
                 self.storing.add(tuple(int(i) for i in program_id))
+            pid = self.linear(program_id)
+            if lock:
+                self.locked.add(pid)
+            elif op != "atomic" and pid not in self.locked:
+                if home.watch is None:
+                    home.watch = _RaceWatch(-(-(home.end - home.start) // home.itemsize))
+                index = home.elements(lanes[home_in], size)
+                (home.watch.load if op == "load" else home.watch.store)(pid, index)
         n_out = int(lanes.size - n_in)
         if n_out:
             self.out_of_bounds_lanes += n_out
@@ -1275,11 +1506,11 @@ def count_traffic(
             state["launch"].tensors = _tensor_extents(named)
         return args_hst, kwargs_hst
 
-    def counted(op: str, ptrs: Any, mask: Any) -> Any:
+    def counted(op: str, ptrs: Any, mask: Any, lock: bool = False) -> Any:
         launch = state["launch"]
         if launch is None:  # a launch that did not go through GridExecutor: nothing to attribute
             return None
-        ok, record = launch.access(op, ptrs, mask, builder.grid_idx)
+        ok, record = launch.access(op, ptrs, mask, builder.grid_idx, lock)
         if record is not None and on_out_of_bounds == "raise":
             raise OutOfBoundsError(record)
         return interp.TensorHandle(ok, interp.tl.int1)
@@ -1295,13 +1526,14 @@ def count_traffic(
         return orig["create_masked_store"](ptrs, value, mask, cache_modifier, eviction_policy)
 
     def atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
-        mask = _or(counted("atomic", ptr, mask), mask)
+        lock = "XCHG" in str(getattr(rmw_op, "name", rmw_op))
+        mask = _or(counted("atomic", ptr, mask, lock), mask)
         return orig["create_atomic_rmw"](rmw_op, ptr, val, mask, sem, scope)
 
     def atomic_cas(ptr, cmp, val, sem, scope):
         launch = state["launch"]
         if launch is not None:
-            ok, record = launch.access("atomic", ptr, None, builder.grid_idx)
+            ok, record = launch.access("atomic", ptr, None, builder.grid_idx, lock=True)
             if record is not None:  # no mask to switch the lanes off: never dereference them
                 raise OutOfBoundsError(record)
         return orig["create_atomic_cas"](ptr, cmp, val, sem, scope)
