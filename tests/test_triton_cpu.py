@@ -329,8 +329,8 @@ def test_use_interpreter_after_triton_and_inductor_were_imported(tmp_path):
     """In a fresh process that imported torch._inductor (and so triton) first: setting the
     variable late makes new kernels interpreted, but the library's own @jit helpers (tl.zeros,
     tl.sum) were compiled at import and an interpreted kernel cannot call them;
-    use_interpreter() makes that work, names a kernel decorated too early, and as_interpreted()
-    runs that one anyway."""
+    use_interpreter() makes that work (libdevice too), names a kernel decorated too early, and
+    as_interpreted() runs that one anyway."""
     script = tmp_path / "late.py"
     script.write_text(
         textwrap.dedent(
@@ -361,6 +361,17 @@ def test_use_interpreter_after_triton_and_inductor_were_imported(tmp_path):
             late[(1,)](x, BLOCK=8)
             assert x.tolist() == list(range(8)), x
             print("LATE OK", type(late).__name__)
+
+            from triton.language.extra import libdevice
+
+            @triton.jit
+            def with_libdevice(x_ptr, BLOCK: tl.constexpr):
+                offsets = tl.arange(0, BLOCK)
+                tl.store(x_ptr + offsets, libdevice.exp2(tl.load(x_ptr + offsets)))
+
+            with_libdevice[(1,)](x, BLOCK=8)
+            assert x.tolist() == [2.0**i for i in range(8)], x
+            print("LIBDEVICE OK")
             try:
                 tc.ensure_interpreted(early)
             except tc.KernelNotInterpreted as e:
@@ -381,6 +392,7 @@ def test_use_interpreter_after_triton_and_inductor_were_imported(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "BY HAND: RuntimeError(\"Cannot call @triton.jit'd outside" in done.stdout
     assert "LATE OK InterpretedFunction" in done.stdout
+    assert "LIBDEVICE OK" in done.stdout
     assert "EARLY: `early` was defined while Triton's interpreter was off" in done.stdout
     assert "EARLY OK" in done.stdout
 

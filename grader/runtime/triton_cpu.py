@@ -424,6 +424,8 @@ class _NoEquivalent(Exception):
 _LIBDEVICE_CALLS: list[str] = []
 #: The ``_LangPatchScope`` of the interpreted launch in progress (``GridExecutor.__call__``'s).
 _LAUNCH_SCOPE: list[Any] = []
+#: ``_patch_lang`` functions found not to need (or allow) :func:`_support_libdevice`'s wrapper.
+_NOT_PATCHED: list[Any] = []
 
 
 def _libdevice_modules() -> tuple[Any, list[Any]]:
@@ -493,8 +495,9 @@ def _support_libdevice() -> None:
     from triton.runtime import interpreter as interp
 
     original = interp._patch_lang
-    if getattr(original, "_course_libdevice", False):
+    if getattr(original, "_course_libdevice", False) or original in _NOT_PATCHED:
         return
+    _NOT_PATCHED.append(original)  # looked at once: removed below where it is wrapped
     try:
         extern_source = inspect.getsource(interp.InterpreterBuilder.create_extern_elementwise)
         patch_source = inspect.getsource(original)
@@ -621,6 +624,7 @@ def _support_libdevice() -> None:
 
     patch_lang._course_libdevice = True  # type: ignore[attr-defined]
     interp._patch_lang = patch_lang
+    _NOT_PATCHED.remove(original)
 
 
 def _not_supported(name: str, why: str) -> str:
