@@ -661,9 +661,11 @@ def _judge_kernels_wrote(
             yours=f"{row['distinct_stored']} bytes of {name} written by kernels "
             f"(launches {traffic['launches']})",
             expected=f"all {whole} bytes of {name} written by a kernel",
-            cause=f"{name} is computed with torch (after or beside the kernels) or the grid "
-            "misses the last, partial block: launch triton.cdiv(n, BLOCK) program instances "
-            f"and store every block of {name} from a kernel",
+            cause=f"no kernel stored into {name}: it is computed with torch operations (after "
+            f"or beside the kernels); compute and store it in a kernel"
+            if row["distinct_stored"] == 0
+            else "the grid misses the last, partial block: launch triton.cdiv(n, BLOCK) program "
+            f"instances and store every block of {name}, masked",
         )
         plain = row["loaded"] - seen.get("atomic", {}).get(name, 0)
         require(
@@ -861,7 +863,8 @@ def _judge_backward_bytes(label: str, spec: tuple, seen: dict) -> None:
                 "and their row strides (no .contiguous() copy)",
             ),
         )
-        loaded = row["loaded"]
+    for name in INPUTS:
+        loaded, whole = _role(traffic, name)["loaded"], nbytes[name] * F32
         most = bounds[f"load_{name}"]
         require(
             loaded <= most,
@@ -1064,14 +1067,21 @@ def _judge_flash(spec: tuple, one: dict) -> None:
     traffic = fwd["traffic"]
     lse_row = _role(traffic, "lse")
     require(
-        "lse" in traffic["roles"] and lse_row["distinct_stored"] == length * F32,
-        f"{label}: the forward saved no lse its kernel stored",
-        yours=f"saved for backward: {one.get('saved')} (shapes); "
-        f"{lse_row['distinct_stored']} bytes of an ({length},) float32 one stored by the kernel",
-        expected=f"ctx.save_for_backward(q, k, v, o, lse) with lse ({length},) float32 from "
-        "the forward's kernel",
-        cause="save what the backward needs with ctx.save_for_backward (not as ctx "
-        "attributes): q, k, v, o and the lse of attention_forward_lse",
+        "lse" in traffic["roles"],
+        f"{label}: the forward saved no ({length},) float32 lse for the backward",
+        yours=f"saved with ctx.save_for_backward: tensors of shapes {one.get('saved')}",
+        expected=f"ctx.save_for_backward(q, k, v, o, lse), lse ({length},) float32",
+        cause="save what the backward needs with ctx.save_for_backward (not as ctx attributes, "
+        "and not recomputed by running the forward again in the backward): q, k, v, o and the "
+        "lse of attention_forward_lse",
+    )
+    require(
+        lse_row["distinct_stored"] == length * F32,
+        f"{label}: the lse the forward saved was not written by its kernel",
+        yours=f"{lse_row['distinct_stored']} of its {length * F32} bytes stored by the forward's "
+        "kernel",
+        expected="lse stored by the forward's kernel (m_i + log(l_i) at the end of its loop)",
+        cause="attention_forward_lse must store lse in its kernel: see test_attention_backward",
     )
     _judge_kernels_wrote(label + " forward", fwd, {"o": o})
     want = length * d * F32 + length * F32
