@@ -186,8 +186,8 @@ def test_atomic_dq_is_counted_apart_from_plain_stores():
         ("wrong_backward_no_delta", "attention_backward", "D left out"),
         ("wrong_backward_no_delta", "flash_attention", "D left out"),
         ("wrong_backward_no_scale", "attention_backward", "scale left out"),
-        ("wrong_backward_dq_race", "attention_backward", "race"),
-        ("wrong_backward_dq_race", "flash_attention", "race"),
+        ("wrong_backward_dq_race", "attention_backward", "race on memory"),
+        ("wrong_backward_dq_race", "flash_attention", "race on memory"),
         ("wrong_backward_scratch_probabilities", "attention_backward", "materialized"),
         ("wrong_backward_dq_with_torch", "attention_backward", "computed with torch"),
         ("wrong_backward_flash_forward_again", "flash_attention", "save_for_backward"),
@@ -333,17 +333,23 @@ def test_inputs_have_the_case_layout_and_very_negative_rows(length, s, d, pads, 
 
 
 def test_race_records_of_the_runtime_are_read():
-    """_race_lines reads the per-launch race records of count_traffic (where the runtime keeps
-    them), each in words."""
+    """_race_lines reads count_traffic's per-launch Race records (triton_cpu.Traffic.races), each
+    in words."""
+    race = triton_cpu.Race("k", "dq_ptr", "write-write", 3, ((0, 0, 0), (1, 0, 0), 5))
+    one = triton_cpu.Traffic(races=[race])
+    assert backward._race_lines([one, triton_cpu.Traffic()]) == [race.describe()]
+    assert "element 5 of `dq_ptr`" in race.describe()
 
-    class Record:
-        def describe(self):
-            return "kernel k: program (1, 0, 0) stored 4 bytes of dq another stored"
 
-    class Launch:
-        races = [Record(), "a race as text"]
-
-    assert backward._race_lines([Launch(), object()]) == [
-        "kernel k: program (1, 0, 0) stored 4 bytes of dq another stored",
-        "a race as text",
-    ]
+def test_the_dq_race_is_reported_by_the_runtime_and_the_correct_dq_patterns_are_not():
+    """The load-add-store of dq is a write-write race of the key-block kernel on dq; atomics,
+    the reference's dq kernel and D inside the kernels are race-free."""
+    spec = backward.backward_case(37, 70, 16, 0)
+    (racy,) = backward._probe_backward(
+        _answer("wrong_backward_dq_race", "attention_backward"), [spec]
+    )
+    assert racy["races"] and all("dq_ptr" in line for line in racy["races"])
+    assert "both stored" in racy["races"][0]
+    for answer in ("reference", "correct_backward_atomic_dq", "correct_backward_d_in_kernels"):
+        (one,) = backward._probe_backward(_answer(answer, "attention_backward"), [spec])
+        assert one["races"] == [], answer

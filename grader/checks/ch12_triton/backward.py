@@ -307,12 +307,9 @@ class _AtomicLanes:
 
 
 def _race_lines(log) -> list[str]:
-    """The races ``count_traffic`` recorded in each launch, in words (at most 5).
-
-    Reads the per-launch race records of :class:`grader.runtime.triton_cpu.Traffic` (plain
-    stores of one address by more than one program instance, loads of an address another
-    instance of the same launch stored; atomics excluded), where the runtime records them.
-    """
+    """The races ``count_traffic`` recorded in the launches (:attr:`.triton_cpu.Traffic.races`:
+    an element stored by two program instances of one launch with plain stores, or loaded by one
+    and stored by another; atomics excepted), in words, at most 5."""
     lines: list[str] = []
     for traffic in log:
         for record in getattr(traffic, "races", None) or []:
@@ -640,11 +637,12 @@ def _judge_kernels_wrote(
             yours=races[0],
             expected="each address stored by one program instance of a launch (or accumulated "
             "with tl.atomic_add), and never loaded by another instance of the same launch",
-            cause="a load-add-store of dq by several program instances (one per key block): on "
-            "a GPU they run at once, both read the old value and one sum is lost, which the "
-            "interpreter, running instances one after another, cannot show. Accumulate dq "
-            "with tl.atomic_add, or compute it in its own kernel with a program per block of "
-            "queries that loops over the keys",
+            cause="several program instances update the same elements with tl.load and "
+            "tl.store (here, usually: each key-block program adding its share into dq). On a "
+            "GPU they run at once, two read the same old value and one sum is lost, which the "
+            "interpreter, running instances one after another, cannot show. Accumulate dq with "
+            "tl.atomic_add into zeros, or compute it in its own kernel with a program per block "
+            "of queries that loops over the keys",
         )
     for name, t in outputs.items():
         require(
