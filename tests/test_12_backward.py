@@ -353,3 +353,18 @@ def test_the_dq_race_is_reported_by_the_runtime_and_the_correct_dq_patterns_are_
     for answer in ("reference", "correct_backward_atomic_dq", "correct_backward_d_in_kernels"):
         (one,) = backward._probe_backward(_answer(answer, "attention_backward"), [spec])
         assert one["races"] == [], answer
+
+
+def test_the_cuda_check_runs_its_probe_and_verdict_on_a_small_cpu_case(monkeypatch, capsys):
+    """The _cuda check's code path (probe, timing beside SDPA's backward, values at the handed
+    back rows, verdict) on a CPU case under the interpreter, the time band lifted (the
+    interpreter is orders of magnitude slower than SDPA); D left out fails it."""
+    monkeypatch.setattr(backward, "BACKWARD_MAX_TIME_RATIO", math.inf)
+    spec = backward.backward_case(40, 24, 16, 3)
+    # count_traffic runs every launch under the interpreter, kernels decorated before too
+    with triton_cpu.count_traffic():
+        backward._check_backward_on(_answer("reference", "attention_backward"), spec, "cpu")
+        assert "x the time of SDPA's backward (cpu)" in capsys.readouterr().out
+        with pytest.raises(CheckFailed, match="wrong dq"):
+            fn = _answer("wrong_backward_no_delta", "attention_backward")
+            backward._check_backward_on(fn, spec, "cpu")

@@ -1151,34 +1151,29 @@ BACKWARD_CUDA_TOL = {"rtol": 2e-2, "atol": 2e-2}
 BACKWARD_MAX_TIME_RATIO = 10.0
 
 
-def _probe_backward_cuda(fn) -> dict:
-    """Probe: ``attention_backward`` on CUDA tensors of :data:`BACKWARD_CUDA_SPEC`, given exact
-    o and lse; the gradients' :data:`.kernels.CUDA_ROWS` handed back; its time and SDPA's
-    backward time (``torch.utils.benchmark``, medians of blocked runs)."""
+def _rows(spec: tuple) -> list[int]:
+    """The rows of dq, dk and dv handed back: :data:`.kernels.CUDA_ROWS` inside L and S."""
+    return [r for r in CUDA_ROWS if r < min(spec[0], spec[1])]
+
+
+def _probe_backward_cuda(fn, spec: tuple = BACKWARD_CUDA_SPEC, device: str = "cuda") -> dict:
+    """Probe: ``attention_backward`` on ``device`` tensors of the case, given exact o and lse;
+    the gradients' :func:`_rows` handed back; its time and SDPA's backward time
+    (``torch.utils.benchmark``, medians of blocked runs, after a first call that compiles)."""
     from torch.utils import benchmark
 
-    spec = BACKWARD_CUDA_SPEC
-    q, k, v, do = make_backward_inputs(spec, device="cuda")
-    o, lse = _given_o_lse(spec, q, k, v, device="cuda")
+    q, k, v, do = make_backward_inputs(spec, device=device)
+    o, lse = _given_o_lse(spec, q, k, v, device=device)
+    rows = _rows(spec)
     seen: dict = {}
     with _autotune_without_timing(seen):
-        record = attempt(lambda: [g.float()[CUDA_ROWS].cpu() for g in fn(q, k, v, o, lse, do)])
+        record = attempt(lambda: [g.float()[rows].cpu() for g in fn(q, k, v, o, lse, do)])
         if not record["ok"]:
             return {"call": record}
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         out = F.scaled_dot_product_attention(*(t[None] for t in leaves))[0]
-        env = {
-            "fn": fn,
-            "q": q,
-            "k": k,
-            "v": v,
-            "o": o,
-            "lse": lse,
-            "do": do,
-            "torch": torch,
-            "out": out,
-            "leaves": leaves,
-        }
+        env = {"fn": fn, "q": q, "k": k, "v": v, "o": o, "lse": lse, "do": do, "torch": torch,
+               "out": out, "leaves": leaves}  # fmt: skip
         mine = benchmark.Timer("fn(q, k, v, o, lse, do)", globals=env).blocked_autorange(
             min_run_time=0.5
         )
@@ -1189,23 +1184,28 @@ def _probe_backward_cuda(fn) -> dict:
         "call": record,
         "mine_s": mine.median,
         "torch_s": theirs.median,
-        "device": torch.cuda.get_device_name(0),
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else device,
     }
 
 
-def check_attention_backward_cuda(attention_backward) -> None:
-    """CUDA: dq, dk, dv at L = S = 4096, d = 64 (float32, TF32 in tl.dot) against float64 SDPA
-    gradients (:data:`BACKWARD_CUDA_TOL`), and the time against SDPA's backward (at most
-    :data:`BACKWARD_MAX_TIME_RATIO`)."""
-    if not cuda_or_not_checked("attention_backward against SDPA's backward on a GPU"):
-        return
+def _check_backward_on(attention_backward, spec: tuple, device: str) -> None:
+    """The ``_cuda`` check's probe and verdict for one case on one device (a small case on the
+    CPU, under the interpreter, in the tests)."""
     fn = student(attention_backward, "attention_backward")
-    label = "attention_backward on CUDA tensors (L = S = 4096, d = 64)"
-    seen = call_student(fn.probe, _probe_backward_cuda, name=label)
+    label = f"attention_backward on {device} tensors (L = {spec[0]}, S = {spec[1]}, d = {spec[2]})"
+    seen = call_student(fn.probe, _probe_backward_cuda, spec, device, name=label)
     got = call_student(lambda: outcome(seen["call"]), name=label)
-    want = [w[CUDA_ROWS].cpu() for w in expected_gradients(BACKWARD_CUDA_SPEC, device="cuda")]
+    rows = _rows(spec)
+    want = [w[rows].cpu() for w in expected_gradients(spec, device=device)]
     scale_g = max(w.abs().max().item() for w in want)
     rtol, atol = BACKWARD_CUDA_TOL["rtol"], BACKWARD_CUDA_TOL["atol"] * scale_g
+    require(
+        isinstance(got, list) and len(got) == 3,
+        f"{label} must return (dq, dk, dv)",
+        yours=type(got).__name__,
+        expected="three tensors",
+        cause="return dq, dk, dv",
+    )
     for name, g, w in zip(GRADS, got, want):
         bad = ~torch.isclose(g.double(), w, rtol=rtol, atol=atol)
         require(
@@ -1229,3 +1229,12 @@ def check_attention_backward_cuda(attention_backward) -> None:
         "twice, D recomputed per block), or dq accumulated with too many atomics",
     )
     passed(f"attention_backward: {ratio:.2f} x the time of SDPA's backward ({seen['device']})")
+
+
+def check_attention_backward_cuda(attention_backward) -> None:
+    """CUDA: dq, dk, dv at L = S = 4096, d = 64 (float32, TF32 in tl.dot) against float64 SDPA
+    gradients (:data:`BACKWARD_CUDA_TOL`), and the time against SDPA's backward (at most
+    :data:`BACKWARD_MAX_TIME_RATIO`)."""
+    if not cuda_or_not_checked("attention_backward against SDPA's backward on a GPU"):
+        return
+    _check_backward_on(attention_backward, BACKWARD_CUDA_SPEC, "cuda")
