@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import ch12_triton as checks
+from grader.checks.ch12_triton import kernels as checks
 from grader.checks.common import CheckFailed
 from grader.runtime import triton_cpu
 
@@ -108,8 +108,8 @@ def test_attention_reads_k_and_v_once_per_program_and_stores_only_the_output():
 def test_the_float16_case_separates_the_accumulators():
     """With K = 1024 the float32-accumulated float16 product is within the check's tolerance of
     the float64 product and the float16-accumulated one is not."""
-    spec = checks.MATMUL_CASES[-1]
-    assert spec[1] == 1024 and spec[3] == "float16"
+    (spec,) = [c for c in checks.MATMUL_CASES if c[1] == 1024]
+    assert spec[3] == "float16"
     a, b = checks.make_inputs("matmul", spec)
     want = a.double() @ b.double()
     rtol, atol = checks.MATMUL_TOL["float16"]
@@ -148,6 +148,15 @@ def test_the_float16_case_separates_the_accumulators():
         ("wrong_attention_assumes_contiguous_rows", "attention_forward", "stride(0)"),
         ("wrong_softmax_torch_result_read_back", "softmax_rows", "read the output"),
         ("wrong_attention_no_running_max", "attention_forward", "numerically unstable"),
+        ("wrong_bias_gelu_tanh_from_exp", "bias_gelu", "(exp(2u) - 1) / (exp(2u) + 1)"),
+        ("wrong_attention_running_max_from_zero", "attention_forward", "exp underflowed"),
+        ("wrong_attention_k_stride_for_v", "attention_forward", "each its own row stride"),
+        ("wrong_matmul_square_tiles_only", "matmul", "with your GPU config"),
+        ("wrong_matmul_key_without_k", "matmul", "key leaves out K"),
+        ("wrong_matmul_one_gpu_config", "matmul", "several configs for a GPU"),
+        ("wrong_attention_scalar_running_state", "attention_forward", "Loop-carried variable"),
+        ("wrong_matmul_gpu_block_k_8", "matmul", "the Triton compiler rejects"),
+        ("wrong_matmul_tf32_float32", "matmul", "input_precision 'tf32x3' or 'ieee'"),
     ],
 )
 def test_each_mistake_is_named_in_the_message(sample, name, message):
@@ -217,3 +226,101 @@ def test_a_score_matrix_the_kernel_writes_into_a_buffer_made_outside_is_caught_b
     with pytest.raises(CheckFailed, match="the kernels stored") as info:
         checks.check_attention_forward(attention_forward)
     assert "other tensors: " in str(info.value)
+
+
+def _result(**kw):
+    """One compile result as :func:`grader.runtime.triton_compile.compile_launches` gives it."""
+    base = {"kernel": "k", "arch": "sm_90", "ok": True, "stage": "compiled", "error": None,
+            "registers": 40, "spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
+            "occupancy": {"warps_per_sm": 64}, "dots": [], "launch": 0, "pointers": ["*fp32"]}  # fmt: skip
+    return {**base, **kw}
+
+
+@pytest.mark.parametrize(
+    "results, kwargs, message",
+    [
+        ([_result(ok=False, stage="compile", error="Loop-carried variable m")], {}, "rejects"),
+        ([_result(ok=False, stage="launch", error="out of resource: shared memory")], {},
+         "refuse to launch"),
+        ([_result(ok=False, stage="launch", error="out of resource"),
+          _result(ok=False, stage="launch", error="out of resource", launch=1)],
+         {"every_variant": False}, "none of your GPU configs"),
+        ([_result(dots=[{"a": "f32", "b": "f32", "out": "f32", "precision": "tf32"}])],
+         {"float32_exact": True}, "input_precision"),
+        ([_result(dots=[{"a": "f32", "b": "f32", "out": "f32", "precision": "bf16x3"}])],
+         {"float32_exact": True}, "input_precision"),
+    ],
+)  # fmt: skip
+def test_compile_results_that_fail(results, kwargs, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks._judge_compiled("x", {"launches": len(results), "results": results}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "results, kwargs",
+    [
+        ([_result()], {}),
+        # one GPU config too big for a GPU: the autotuner skips it there
+        ([_result(ok=False, stage="launch", error="out of resource"), _result(launch=1)],
+         {"every_variant": False}),
+        # the course's limits, not the student's: not compiled here, reported
+        ([_result(ok=False, stage="record", error="cannot re-create global f")], {}),
+        ([_result(ok=False, stage="timeout", error="did not finish")], {}),
+        # float16 dots need no precision; float32 ones with a float32-accurate one pass
+        ([_result(dots=[{"a": "f16", "b": "f16", "out": "f32", "precision": "tf32"},
+                        {"a": "f32", "b": "f32", "out": "f32", "precision": "tf32x3"},
+                        {"a": "f32", "b": "f32", "out": "f32", "precision": "ieee"}])],
+         {"float32_exact": True}),
+    ],
+)  # fmt: skip
+def test_compile_results_that_pass(results, kwargs):
+    facts = checks._judge_compiled("x", {"launches": 1, "results": results}, **kwargs)
+    assert "compiled" in facts
+
+
+def test_hidden_draws_cover_the_whole_domain():
+    """The draws reach every layout of matmul, its largest K, float16 and float32, every d of
+    attention with rows of different strides and all-negative scores, N of 4096 for softmax with
+    strided rows and offsets of +-1e4, and sizes no power-of-two block divides."""
+    mm = checks.draw_cases("matmul", 1, 200)
+    assert {c[4][0] for c in mm} == {c[4][1] for c in mm} == set("ntsg")
+    assert any(c[1] == checks.MATMUL_MAX_K for c in mm)
+    assert {c[3] for c in mm} == {"float16", "float32"}
+    assert any(c[0] % 16 and c[1] % 16 and c[2] % 16 for c in mm)
+    at = checks.draw_cases("attention_forward", 1, 200)
+    assert {c[2] for c in at} == {16, 32, 64, 128}
+    assert any(c[6] for c in at) and any(len(set(c[4])) == 3 for c in at)
+    sm = checks.draw_cases("softmax_rows", 1, 200)
+    assert any(c[1] == 4096 for c in sm) and any(c[2] > c[1] for c in sm)
+    assert {1e4, -1e4} <= {c[3] for c in sm}
+    bg = checks.draw_cases("bias_gelu", 1, 200)
+    assert any(c[3] >= 30 for c in bg) and any(c[0] == 0 for c in bg)
+    # the draws used by the hidden checks are among these (the same seed)
+    assert checks.draw_cases("matmul", 1, checks.MATMUL_DRAWS) == mm[: checks.MATMUL_DRAWS]
+    for spec in mm[:30]:  # each layout as make_inputs documents it
+        m, k, n = spec[:3]
+        for t, how, cols in zip(checks.make_inputs("matmul", spec), spec[4], (k, n)):
+            rows = t.shape[0]
+            want = {"n": (cols, 1), "t": (1, rows), "s": (cols + 5, 1), "g": (2 * cols, 2)}[how]
+            if rows > 1 and cols > 1:
+                assert t.stride() == want, (spec, how, t.stride())
+
+
+def test_very_negative_scores_are_all_below_where_exp_underflows():
+    q, k, _ = checks.make_inputs("attention_forward", (30, 50, 64, 3, 0, 1.0, True))
+    scores = (q.double() @ k.double().T) / math.sqrt(64)
+    assert scores.max() < -104
+
+
+def test_dots_reads_the_precision_of_each_tt_dot():
+    from grader.runtime.triton_compile import dots
+
+    ttir = (
+        "%1 = tt.dot %a, %b, %c, inputPrecision = tf32 : tensor<32x16xf32> * "
+        "tensor<16x32xf32> -> tensor<32x32xf32> loc(#loc1)\n"
+        "%2 = tt.dot %a, %b, %c : tensor<32x16xf16> * tensor<16x32xf16> -> tensor<32x32xf32>"
+    )
+    assert dots(ttir) == [
+        {"a": "f32", "b": "f32", "out": "f32", "precision": "tf32"},
+        {"a": "f16", "b": "f16", "out": "f32", "precision": "ieee"},
+    ]

@@ -10,7 +10,9 @@ dispatcher (:mod:`~grader.runtime.collectives`), per-rank timelines of a pipelin
 figures measured on a GPU or published for one (:mod:`~grader.runtime.recorded`), the text of
 CUDA errors that the CPU stand-ins word differently (:mod:`~grader.runtime.cuda_messages`), Triton
 kernels on the CPU under Triton's interpreter with the bytes they load and store
-(:mod:`~grader.runtime.triton_cpu`), and the probe protocol between a student's kernel and the
+(:mod:`~grader.runtime.triton_cpu`), the same kernels compiled for sm_90 and sm_80 without a GPU,
+with their registers, shared memory and occupancy (:mod:`~grader.runtime.triton_compile`), and
+the probe protocol between a student's kernel and the
 grading process (:mod:`~grader.runtime.remote`, :mod:`~grader.runtime.handover`).
 
 May import: the standard library, third-party packages, and other modules of this package. Never

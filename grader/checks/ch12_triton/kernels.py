@@ -44,7 +44,7 @@ from grader.checks.common import (
     passed,
     require,
 )
-from grader.runtime import triton_cpu
+from grader.runtime import handover, triton_compile, triton_cpu
 from grader.runtime.course import reference
 from grader.runtime.remote import attempt, outcome, student
 
@@ -74,20 +74,27 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
 
     Args:
         kind: "bias_gelu", "softmax_rows", "matmul" or "attention_forward".
-        spec: bias_gelu: ``(M, N, seed)``; softmax_rows: ``(M, N, row_stride, offset, seed)``
-            (``x`` is the first ``N`` columns of an ``(M, row_stride)`` tensor of ``4 * randn``,
-            plus ``offset``; a sixth item replaces the 4: a row's values spread wide);
-            matmul: ``(M, K, N, dtype name, layout, seed)`` with layout ``"nn"``, ``"nt"`` (``b``
-            a transposed view) or ``"tn"`` (``a`` one); attention_forward: ``(L, S, d, seed)``,
-            or ``(L, S, d, seed, pad[, q_scale])``: q, k and v the first ``d`` columns of
-            tensors ``pad`` columns wider (rows strided, last dimension contiguous) where
-            ``pad > 0``, q multiplied by ``q_scale`` (scores in the hundreds).
+        spec: bias_gelu: ``(M, N, seed[, scale])``: ``x`` is ``scale * randn`` (scale 2 unless
+            given; 30 and more reach values where a naive ``exp`` overflows float32);
+            softmax_rows: ``(M, N, row_stride, offset, seed)`` (``x`` is the first ``N``
+            columns of an ``(M, row_stride)`` tensor of ``4 * randn``, plus ``offset``; a sixth
+            item replaces the 4: a row's values spread wide);
+            matmul: ``(M, K, N, dtype name, layout, seed)`` with ``layout`` two letters, one for
+            ``a`` and one for ``b``: ``n`` contiguous, ``t`` a transposed view (``w.t()``),
+            ``s`` the first columns of a wider tensor (rows strided), ``g`` every other column
+            of a wider tensor (column stride 2);
+            attention_forward: ``(L, S, d, seed[, pad[, q_scale[, negative]]])``: q, k and v
+            the first ``d`` columns of tensors ``pad`` columns wider (rows strided, last
+            dimension contiguous) where ``pad > 0`` (``pad`` an int for all three, or a tuple
+            ``(pad_q, pad_k, pad_v)``: different row strides), q multiplied by ``q_scale``
+            (scores in the hundreds); ``negative``: k shares a large component that q points
+            against, so every score of every row is very negative (hundreds below zero).
         device: where to make them (CPU tensors are made on the CPU and moved).
     """
     if kind == "bias_gelu":
-        m, n, seed = spec
+        m, n, seed, *scale = spec
         g = _gen(seed)
-        out = (torch.randn(m, n, generator=g) * 2, torch.randn(n, generator=g))
+        out = (torch.randn(m, n, generator=g) * (scale or [2])[0], torch.randn(n, generator=g))
     elif kind == "softmax_rows":
         m, n, row_stride, offset, seed, *scale = spec
         wide = torch.randn(m, row_stride, generator=_gen(seed)) * (scale or [4])[0] + offset
@@ -96,26 +103,49 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
         m, k, n, dtype, layout, seed = spec
         g = _gen(seed)
         dt = getattr(torch, dtype)
-        a = torch.randn(m, k, generator=g).to(dt)
-        b = torch.randn(k, n, generator=g).to(dt)
-        if layout == "nt":
-            b = b.t().contiguous().t()
-        elif layout == "tn":
-            a = a.t().contiguous().t()
-        out = (a, b)
+        out = (
+            _laid_out(torch.randn(m, k, generator=g).to(dt), layout[0]),
+            _laid_out(torch.randn(k, n, generator=g).to(dt), layout[1]),
+        )
     elif kind == "attention_forward":
         length, s, d, seed, *extra = spec
-        pad, q_scale = (list(extra) + [0, 1.0])[:2]
+        pad, q_scale, negative = (list(extra) + [0, 1.0, False][len(extra) :])[:3]
+        pads = tuple(pad) if isinstance(pad, (tuple, list)) else (pad, pad, pad)
         g = _gen(seed)
         # rows strided where pad > 0: the first d columns of (r, d + pad) tensors
-        wide = [torch.randn(r, d + pad, generator=g) for r in (length, s, s)]
+        wide = [torch.randn(r, d + p, generator=g) for r, p in zip((length, s, s), pads)]
         wide[0] *= q_scale
-        out = tuple(t[:, :d] if pad else t for t in wide)
+        if negative:
+            # k = c u + noise, q = -c u + noise / 10 for a unit vector u and c^2 = 160 sqrt(d):
+            # every score near -160, below where exp underflows float32 (about -104)
+            u = torch.ones(d) / math.sqrt(d)
+            c = math.sqrt(160 * math.sqrt(d))
+            wide[1][:, :d] += c * u
+            wide[0][:, :d] = wide[0][:, :d] * 0.1 - c * u
+        out = tuple(t[:, :d] if p else t for t, p in zip(wide, pads))
     else:
         raise ValueError(f"unknown exercise {kind!r}")
     if device == "cpu":
         return out
     return tuple(_to_device(t, device) for t in out)
+
+
+def _laid_out(t: torch.Tensor, how: str) -> torch.Tensor:
+    """``t``'s values with the layout ``how`` (see :func:`make_inputs`' matmul layouts)."""
+    rows, cols = t.shape
+    if how == "n":
+        return t
+    if how == "t":
+        return t.t().contiguous().t()
+    if how == "s":  # the first columns of a wider tensor: row stride cols + 5
+        wide = torch.zeros(rows, cols + 5, dtype=t.dtype)
+        wide[:, :cols] = t
+        return wide[:, :cols]
+    if how == "g":  # every other column of a tensor twice as wide: strides (2 * cols, 2)
+        wide = torch.zeros(rows, 2 * cols, dtype=t.dtype)
+        wide[:, ::2] = t
+        return wide[:, ::2]
+    raise ValueError(f"unknown layout {how!r}: one of n, t, s, g")
 
 
 def _to_device(t: torch.Tensor, device: str) -> torch.Tensor:
@@ -124,8 +154,10 @@ def _to_device(t: torch.Tensor, device: str) -> torch.Tensor:
         return t.to(device)
     if t.stride(1) != 1 and t.t().is_contiguous():  # a transposed view
         return t.t().contiguous().to(device).t()
-    base = t.as_strided((t.shape[0], t.stride(0)), (t.stride(0), 1))  # the rows, with their tails
-    return base.to(device)[:, : t.shape[1]]
+    # rows strided (a column slice, every other column): the rows with their tails, moved, then
+    # the same view of them
+    base = t.as_strided((t.shape[0], t.stride(0)), (t.stride(0), 1))
+    return base.to(device).as_strided(tuple(t.shape), t.stride())
 
 
 def expected(kind: str, args: tuple) -> torch.Tensor:
@@ -142,6 +174,62 @@ def expected(kind: str, args: tuple) -> torch.Tensor:
     return F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double())[0]
 
 
+def draw_cases(kind: str, seed: int, count: int) -> list[tuple]:
+    """``count`` cases drawn (seeded: the same every time) from the whole domain the exercise's
+    statement allows, for the hidden checks: sizes that no power-of-two block divides, one
+    row or column, every layout and stride the statement allows, values large enough that a
+    naive ``exp`` overflows float32 or every ``exp`` underflows, and the largest sizes the
+    statement allows, kept small enough in the other dimensions for the interpreter.
+
+    Args:
+        kind: the exercise (see :func:`make_inputs` for each spec's meaning).
+        seed: the draw's seed; ``count``: how many.
+
+    Returns:
+        Specs for :func:`make_inputs`.
+    """
+    import random
+
+    rng = random.Random(f"{kind}:{seed}")
+    out: list[tuple] = []
+    for i in range(count):
+        case_seed = 1000 + 97 * seed + i
+        if kind == "bias_gelu":
+            n = rng.choice([1, 2, 3, rng.randint(4, 200), rng.randint(200, 3000)])
+            m = rng.choice([0, 1, rng.randint(2, 64), rng.randint(2, max(2, 8000 // n))])
+            scale = rng.choice([2.0, 2.0, 30.0, 100.0])
+            out.append((m, n, case_seed, scale))
+        elif kind == "softmax_rows":
+            n = rng.choice([1, 2, rng.randint(3, 130), rng.randint(130, 4096), 4096])
+            m = rng.choice([0, 1, rng.randint(2, max(2, min(40, 60000 // n)))])
+            stride = n + rng.choice([0, 0, rng.randint(1, 70)])
+            offset = rng.choice([0.0, 0.0, 1e4, -1e4, -300.0, 120.0])
+            spread = rng.choice([4.0, 4.0, 100.0, 300.0])
+            out.append((m, n, stride, offset, case_seed, spread))
+        elif kind == "matmul":
+            dtype = rng.choice(["float32", "float16"])
+            layout = rng.choice("ntsg") + rng.choice("ntsg")
+            if rng.random() < 0.25:  # the largest K the statement allows, small M and N
+                k = MATMUL_MAX_K
+                m, n = rng.randint(1, 20), rng.randint(1, 20)
+            else:
+                k = rng.choice([1, rng.randint(2, 40), rng.randint(40, 300)])
+                m = rng.choice([1, rng.randint(2, 70), rng.randint(70, 150)])
+                n = rng.choice([1, rng.randint(2, 70), rng.randint(70, 150)])
+            out.append((m, k, n, dtype, layout, case_seed))
+        elif kind == "attention_forward":
+            d = rng.choice([16, 32, 64, 128])
+            length = rng.choice([1, rng.randint(2, 40), rng.randint(40, 130)])
+            s = rng.choice([1, rng.randint(2, 40), rng.randint(40, 130)])
+            pads = tuple(rng.choice([0, 0, rng.randint(1, 40)]) for _ in range(3))
+            q_scale = rng.choice([1.0, 1.0, 30.0])
+            negative = rng.random() < 0.3
+            out.append((length, s, d, case_seed, pads, q_scale, negative))
+        else:
+            raise ValueError(f"unknown exercise {kind!r}")
+    return out
+
+
 # --------------------------------------------------------------------------- probe side
 def _span(t: torch.Tensor) -> tuple[int, int]:
     """A tensor's bytes in memory: first element to one past the last."""
@@ -153,11 +241,12 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def _autotune_without_timing(seen: dict):
-    """While active: an autotuned kernel launched on CPU tensors runs config
-    ``seen.get("index", 0)`` (the last one if it has fewer) without timing any (the
-    interpreter cannot); on CUDA tensors the autotuner runs as usual. Records in ``seen``
-    whether an autotuned kernel ran (``"autotuned"``) and its number of configs
-    (``"configs"``)."""
+    """While active: an autotuned kernel launched on CPU tensors runs, without timing any (the
+    interpreter cannot), the config ``seen["config"]`` where given (a ``triton.Config``: one of
+    the student's GPU configs), else its own config ``seen.get("index", 0)`` (the last one if
+    it has fewer); on CUDA tensors the autotuner runs as usual. Records in ``seen`` whether an
+    autotuned kernel ran (``"autotuned"``), its number of configs (``"configs"``) and its
+    ``key`` (``"keys"``: the argument names whose values choose a config)."""
     from triton.runtime.autotuner import Autotuner
 
     original = Autotuner.run
@@ -165,9 +254,12 @@ def _autotune_without_timing(seen: dict):
     def run(self, *args, **kwargs):
         seen["autotuned"] = True
         seen["configs"] = max(seen.get("configs", 0), len(self.configs))
+        seen["keys"] = [str(k) for k in getattr(self, "keys", [])]
         if any(getattr(a, "is_cuda", False) for a in args):
             return original(self, *args, **kwargs)
-        config = self.configs[min(seen.get("index", 0), len(self.configs) - 1)]
+        config = (
+            seen.get("config") or self.configs[min(seen.get("index", 0), len(self.configs) - 1)]
+        )
         self.nargs = dict(zip(self.arg_names, args))
         self.best_config = config
         try:
@@ -258,12 +350,14 @@ ROLES = {
 }
 
 
-def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
-    """Run ``fn`` on the case's CPU tensors under the interpreter, counting; plain data back."""
+def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0, config=None) -> dict:
+    """Run ``fn`` on the case's CPU tensors under the interpreter, counting; plain data back.
+    An autotuned kernel runs its config ``config_index``, or ``config`` where given (see
+    :func:`_autotune_without_timing`)."""
     args = make_inputs(kind, spec)
     roles = {name: _span(t) for name, t in zip(ROLES[kind], args)}
     originals = {name: _bytes(lo, hi) for name, (lo, hi) in roles.items()}
-    seen: dict = {"index": config_index}
+    seen: dict = {"index": config_index, "config": config}
     box: dict = {}
     made = None
     if kind == "attention_forward":
@@ -272,12 +366,24 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
         made = _TensorsMade(length * s) if length * s > max(length, s) * d else None
 
     def run():
+        import warnings
+
+        import numpy as np
+
+        # the interpreter computes in NumPy, which warns on stderr where a float32 exp
+        # overflows to inf (tl.sigmoid(-100) is 1 / (1 + inf) = 0, exactly as on a GPU): a
+        # warning is not the student's error, and nbgrader scores a cell with stderr output 0
         with (
+            warnings.catch_warnings(),
+            np.errstate(all="ignore"),
             _autotune_without_timing(seen),
+            triton_compile.record_launches() as launches,
             triton_cpu.count_traffic() as log,
             made if made is not None else contextlib.nullcontext(),
         ):
+            warnings.simplefilter("ignore", RuntimeWarning)
             box["log"] = log
+            box["launches"] = launches
             out = fn(*args)
         box["out"] = out
         return out
@@ -291,10 +397,11 @@ def _counted_call(fn, kind: str, spec: tuple, config_index: int = 0) -> dict:
     result = {
         "call": record,
         "traffic": _traffic_data(box.get("log", []), roles),
-        "autotune": {k: v for k, v in seen.items() if k != "index"},
+        "autotune": {k: v for k, v in seen.items() if k not in ("index", "config")},
         "contiguous": isinstance(out, torch.Tensor) and out.is_contiguous(),
         "changed_after_kernels": changed,
         "inputs_changed": _inputs_changed(roles, originals, box.get("log")),
+        "launches": list(box.get("launches", [])),
     }
     if made is not None:
         result["made"] = made.big[:5]
@@ -335,22 +442,115 @@ def _changed_after_kernels(out: torch.Tensor, log) -> bool:
 
 
 def _probe_cases(fn, kind: str, specs: list) -> list[dict]:
-    """Probe: :func:`_counted_call` for each case."""
-    return [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+    """Probe: :func:`_counted_call` for each case (the launches it recorded left out)."""
+    cases = [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+    for one in cases:
+        one.pop("launches", None)
+    return cases
 
 
-def _probe_matmul_configs(matmul, spec: tuple) -> list[dict]:
-    """Probe: the case under each config of the autotuned kernel (the first call finds how
-    many there are; at most 6)."""
-    first = _counted_call(matmul, "matmul", spec, 0)
-    count = min(first["autotune"].get("configs", 1), 6)
-    return [first] + [_counted_call(matmul, "matmul", spec, i) for i in range(1, count)]
+def _for_compiling(launches: list[dict]) -> list[dict]:
+    """The launches worth compiling: one per kernel, pointer types, ``num_warps`` /
+    ``num_stages`` and constexpr values other than 1 and None (Triton also specializes an int
+    argument equal to 1, or None, into a constexpr: of the launches that differ only there, the
+    one with the fewest constexprs, the general one, is kept), at most :data:`MAX_COMPILED`."""
+    chosen: dict[tuple, dict] = {}
+    for launch in launches:
+        pointers = tuple(v for v in launch.get("signature", {}).values() if str(v).startswith("*"))
+        values = tuple(
+            sorted(
+                (str(k), repr(v))
+                for k, v in launch.get("constexprs", {}).items()
+                if v is not None and v != 1
+            )
+        )
+        key = (
+            launch.get("kernel"),
+            pointers,
+            launch.get("num_warps"),
+            launch.get("num_stages"),
+            values,
+        )
+        best = chosen.get(key)
+        if best is None or len(launch.get("constexprs", {})) < len(best.get("constexprs", {})):
+            chosen[key] = launch
+    return list(chosen.values())[:MAX_COMPILED]
+
+
+def _compile(launches: list[dict]) -> dict:
+    """Compile ``launches`` for sm_90 and sm_80 (:func:`~grader.runtime.triton_compile.
+    compile_launches`, a fresh process), keeping what the checks judge and show."""
+    picked = _for_compiling(launches)
+    try:
+        results = triton_compile.compile_launches(picked, timeout_s=COMPILE_TIMEOUT_S)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported, never the student's fault
+        return {"launches": len(picked), "results": [], "error": f"{type(exc).__name__}: {exc}"}
+    keep = ("kernel", "arch", "ok", "stage", "error", "registers", "spills", "shared_bytes",
+            "num_warps", "num_stages", "occupancy", "dots", "launch")  # fmt: skip
+    for one in results:
+        launch = picked[one["launch"]]
+        one["pointers"] = [
+            v for v in launch.get("signature", {}).values() if str(v).startswith("*")
+        ]
+    return {
+        "launches": len(picked),
+        "results": [{k: one.get(k) for k in (*keep, "pointers")} for one in results],
+    }
+
+
+def _probe_cases_compiled(fn, kind: str, specs: list) -> dict:
+    """Probe: :func:`_probe_cases`, then every kernel those cases launched compiled for sm_90
+    and sm_80 (:func:`_compile`)."""
+    cases = [_counted_call(fn, kind, tuple(spec)) for spec in specs]
+    launches = [launch for one in cases for launch in one.pop("launches", [])]
+    return {"cases": cases, "compiled": _compile(launches)}
+
+
+def _describe_config(config) -> dict:
+    """A ``triton.Config`` as plain data."""
+    return {
+        "kwargs": {
+            str(k): v
+            for k, v in dict(getattr(config, "kwargs", {}) or {}).items()
+            if isinstance(v, (int, float, bool, str)) or v is None
+        },  # fmt: skip
+        "num_warps": getattr(config, "num_warps", None),
+        "num_stages": getattr(config, "num_stages", None),
+        "text": str(config)[:200],
+    }
+
+
+def _probe_matmul_configs(matmul, specs: list) -> dict:
+    """Probe: the student's GPU configs, ``matmul_configs(True)`` (the function defined beside
+    ``matmul``, found in its globals), described, and the cases ``specs`` run under each of
+    them in turn (at most :data:`MAX_GPU_CONFIGS`) through the interpreter: block sizes as
+    given; ``num_warps`` and ``num_stages`` mean nothing there."""
+    configs_fn = getattr(matmul, "__globals__", {}).get("matmul_configs")
+    if not callable(configs_fn):
+        return {"call": {"ok": True, "value": None}, "missing": True}
+    try:
+        configs = list(configs_fn(True))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the outcome is the record
+        return {"call": {"ok": False, "error": handover.describe(exc)}}
+    ok = all(type(c).__name__ == "Config" for c in configs)
+    described = [_describe_config(c) for c in configs] if ok else [repr(c)[:100] for c in configs]
+    result: dict = {"call": {"ok": True, "value": None}, "configs": described, "runs": []}
+    if ok:
+        launches = []
+        for config in configs[:MAX_GPU_CONFIGS]:
+            runs = [_counted_call(matmul, "matmul", tuple(spec), config=config) for spec in specs]
+            launches += [launch for one in runs for launch in one.pop("launches", [])]
+            result["runs"].append(runs)
+        result["compiled"] = _compile(launches)
+    return result
 
 
 # --------------------------------------------------------------------------- judging
 def _label(kind: str, spec: tuple) -> str:
+    """The case in words, as the failure messages name it."""
     if kind == "bias_gelu":
-        return f"{kind}(x of shape ({spec[0]}, {spec[1]}), bias of shape ({spec[1]},))"
+        scale = f", x = {spec[3]:g} x randn" if len(spec) > 3 else ""
+        return f"{kind}(x of shape ({spec[0]}, {spec[1]}), bias of shape ({spec[1]},){scale})"
     if kind == "softmax_rows":
         m, n, stride, offset = spec[:4]
         extra = f", row stride {stride}" if stride != n else ""
@@ -359,12 +559,28 @@ def _label(kind: str, spec: tuple) -> str:
         return f"{kind}(x of shape ({m}, {n}){extra})"
     if kind == "matmul":
         m, k, n, dtype, layout, _ = spec
-        views = {"nn": "", "nt": ", b a transposed view (b.stride() == (1, K))",
-                 "tn": ", a a transposed view (a.stride() == (1, M))"}  # fmt: skip
-        return f"{kind}(a ({m}, {k}), b ({k}, {n}), {dtype}{views[layout]})"
+        views = {
+            "t": "a transposed view (stride {})",
+            "s": "the first columns of a wider tensor (stride {})",
+            "g": "every other column of a wider tensor (stride {})",
+        }
+        strides = {"a": {"t": (1, m), "s": (k + 5, 1), "g": (2 * k, 2)},
+                   "b": {"t": (1, k), "s": (n + 5, 1), "g": (2 * n, 2)}}  # fmt: skip
+        extra = "".join(
+            f", {name} " + views[how].format(strides[name][how])
+            for name, how in zip("ab", layout)
+            if how != "n"
+        )
+        return f"{kind}(a ({m}, {k}), b ({k}, {n}), {dtype}{extra})"
     length, s, d = spec[:3]
-    extra = f", rows strided by {d + spec[4]}" if len(spec) > 4 and spec[4] else ""
-    extra += f", q scaled by {spec[5]:g}" if len(spec) > 5 else ""
+    pad = spec[4] if len(spec) > 4 else 0
+    pads = tuple(pad) if isinstance(pad, (tuple, list)) else (pad, pad, pad)
+    if any(pads):
+        extra = ", row strides (q, k, v) " + str(tuple(d + p for p in pads))
+    else:
+        extra = ""
+    extra += f", q scaled by {spec[5]:g}" if len(spec) > 5 and spec[5] != 1 else ""
+    extra += ", every score very negative (near -160)" if len(spec) > 6 and spec[6] else ""
     return f"{kind}(q ({length}, {d}), k and v ({s}, {d}){extra})"
 
 
@@ -477,7 +693,7 @@ def _require_close(
         yours=f"at {where}: {got64[where].item():.6g}"
         + ("" if finite else f" ({int((~torch.isfinite(got64)).sum())} inf/nan)"),
         expected=f"{want64[where].item():.6g} (within rtol={rtol:g}, atol={atol:g})",
-        cause=cause(finite) if callable(cause) else cause,
+        cause=cause(finite, where) if callable(cause) else cause,
     )
 
 
@@ -500,10 +716,128 @@ def _require_stores_exactly_output(kind: str, spec: tuple, traffic: dict, out_by
     )
 
 
+# --------------------------------------------------------------------------- compiled
+#: At most this many kernel variants are compiled per check (each for two architectures).
+MAX_COMPILED = 12
+#: Seconds for one check's compile process (a fresh Python, triton imported, every variant for
+#: sm_90 and sm_80: 1 to 5 s on 2 cores, cold cache, for 4 kernels; measured 2026-11-27).
+COMPILE_TIMEOUT_S = 240.0
+#: ``tl.dot`` input precisions that keep float32 products to about float32 accuracy on a GPU
+#: (triton 3.8's ``tl.dot`` docstring: "tf32" is the default; "tf32x3" and "bf16x6" split each
+#: operand into several lower-precision ones; "ieee" uses exact float32 products).
+FLOAT32_PRECISIONS = ("ieee", "tf32x3", "bf16x6")
+
+
+def _judge_compiled(
+    what: str, compiled: dict, float32_exact: bool = False, every_variant: bool = True
+) -> str:
+    """Judge the compile results of a check's kernels: a kernel the compiler rejects for sm_90
+    or sm_80 fails with the compiler's message; one that compiles but that a GPU would refuse
+    to launch (more shared memory or registers than it has) fails where ``every_variant`` (a
+    plain kernel), and fails only when every variant is refused on an architecture where not
+    (autotune configs: the autotuner skips the configs a GPU cannot launch); with
+    ``float32_exact``, a ``tl.dot`` on float32 operands must use a float32-accurate precision.
+    A kernel the course could not re-create or compile here (its own limits, a timeout) is
+    reported, not failed.
+
+    Returns:
+        One line of compiler facts for the pass message.
+    """
+    results = compiled.get("results", [])
+    for one in results:
+        if one["stage"] == "compile":
+            fail(
+                f"{what}: the Triton compiler rejects {one['kernel']} for {one['arch']} "
+                "(the interpreter ran it, a GPU would not)",
+                yours=one["error"],
+                expected="a kernel that compiles for sm_90 (H100) and sm_80 (A100)",
+                cause="the interpreter runs your kernel as Python, the compiler types it: a "
+                "loop-carried value must keep its type and shape (start a running max as a "
+                "block, tl.full((BLOCK,), -float('inf'), tl.float32), not as the scalar 0.0), "
+                "tl.dot's inner dimension needs at least 16 (16-bit) or 8 (float32) elements, "
+                "and a kernel reads only tl.constexpr globals",
+            )
+    refused = [one for one in results if one["stage"] == "launch"]
+    if refused and every_variant:
+        one = refused[0]
+        fail(
+            f"{what}: {one['kernel']} compiles for {one['arch']} but a GPU of that kind would "
+            "refuse to launch it",
+            yours=f"{one['error']} ({one['shared_bytes']} bytes of shared memory, "
+            f"{one['registers']} registers per thread, {one['num_warps']} warps)",
+            expected="a block that fits the SM (sm_90: 227 KB of shared memory per block, "
+            "sm_80: 163 KB; 65536 registers per SM)",
+            cause="blocks too large for the GPU: smaller BLOCK sizes, fewer num_stages (each "
+            "stage keeps one more tile of every input in shared memory), or fewer warps",
+        )
+    if refused and not every_variant:
+        for arch in {one["arch"] for one in results}:
+            mine = [one for one in results if one["arch"] == arch]
+            if mine and all(one["stage"] == "launch" for one in mine):
+                fail(
+                    f"{what}: none of your GPU configs would launch on {arch}",
+                    yours="; ".join(f"{one['error']}" for one in mine[:3]),
+                    expected="at least one config that fits the SM",
+                    cause="every config needs more shared memory (or registers) than the GPU "
+                    "has: smaller tiles or fewer num_stages",
+                )
+    if float32_exact:
+        for one in results:
+            for dot in one.get("dots") or []:
+                if dot["a"] == "f32" and dot["precision"] not in FLOAT32_PRECISIONS:
+                    fail(
+                        f"{what}: {one['kernel']}'s tl.dot on float32 inputs compiles to "
+                        f"{dot['precision']} products for {one['arch']}",
+                        yours=f"input_precision {dot['precision']!r} (TF32: 10 mantissa "
+                        "bits, about 1e-3 relative on a GPU)",
+                        expected="input_precision 'tf32x3' or 'ieee' for float32 inputs (the "
+                        "contract: float32 results to float32 accuracy on a GPU too)",
+                        cause="tl.dot's default on float32 is TF32 on GPUs with Tensor Cores; "
+                        "the interpreter computes exact float32, so only the compiled kernel "
+                        "shows it. Pass input_precision='tf32x3' (or 'ieee') when the inputs "
+                        "are float32, e.g. through a tl.constexpr chosen by the launcher",
+                    )
+    return _compiled_facts(compiled)
+
+
+def _compiled_facts(compiled: dict) -> str:
+    """The compiler's figures in one line: per kernel and architecture, registers per thread,
+    spilled bytes, shared memory and the warps an SM can hold (compiled, not measured)."""
+    results = [one for one in compiled.get("results", []) if one["stage"] == "compiled"]
+    if compiled.get("error"):
+        return f"not compiled here ({compiled['error']})"
+    if not results:
+        skipped = [one for one in compiled.get("results", []) if one["stage"] != "compiled"]
+        if skipped:
+            return f"not compiled here ({skipped[0]['stage']}: {skipped[0]['error']})"
+        return "no kernel compiled"
+    parts = []
+    seen = set()
+    for one in results:
+        key = (one["kernel"], one["arch"])
+        if key in seen:
+            continue
+        seen.add(key)
+        occ = one.get("occupancy") or {}
+        warps = occ.get("warps_per_sm")
+        parts.append(
+            f"{one['kernel']} {one['arch']}: {one['registers']} registers, {one['spills']} B "
+            f"spilled, {one['shared_bytes']} B shared"
+            + (f", {warps} warps/SM" if warps is not None else "")
+        )
+    return "compiled (not measured): " + "; ".join(parts[:4])
+
+
 # --------------------------------------------------------------------------- bias_gelu
-#: (M, N, seed): N not a multiple of any power-of-two block, one element, a single row, empty.
-BIAS_GELU_CASES = [(37, 300, 1), (64, 128, 2), (1, 1, 3), (1, 1000, 4), (130, 7, 5), (0, 5, 6)]
+#: (M, N, seed[, scale]): N not a multiple of any power-of-two block, one element, a single row,
+#: empty, and values of 60 x randn: tanh(u) written as (exp(2u) - 1) / (exp(2u) + 1) overflows
+#: float32 there (inf / inf = nan); tl.sigmoid, or tanh from exp(-2|u|), does not.
+BIAS_GELU_CASES = [
+    (37, 300, 1), (64, 128, 2), (1, 1, 3), (1, 1000, 4), (130, 7, 5), (0, 5, 6), (9, 50, 7, 60.0),
+]  # fmt: skip
 BIAS_GELU_HIDDEN = [(200, 33, 11), (3, 2049, 12), (17, 17, 13)]
+#: The hidden checks also draw this many cases each from the whole domain (:func:`draw_cases`).
+BIAS_GELU_DRAWS = SOFTMAX_DRAWS = ATTENTION_DRAWS = 10
 
 
 def bias_gelu_bounds(m: int, n: int) -> dict[str, tuple[int, int]]:
@@ -519,11 +853,26 @@ def bias_gelu_bounds(m: int, n: int) -> dict[str, tuple[int, int]]:
     return {"x": (m * n * 4, m * n * 4), "bias": (n * 4, m * n * 4), "out": (m * n * 4, m * n * 4)}
 
 
+def _bias_gelu_overflow(args: tuple, where: tuple) -> str:
+    """Why a bias_gelu element came out inf or nan: h there, and what overflows."""
+    x, bias = args
+    h = float(x[where] + bias[where[1]])
+    two_u = 2 * 0.7978845608028654 * (h + 0.044715 * h**3)
+    return (
+        f"inf/nan where h = x + bias = {h:.4g}: there 2u = {two_u:.4g}, and exp(2u) (or "
+        "exp(-2u)) overflows float32 to inf beyond about 88.7, so tanh(u) written as "
+        "(exp(2u) - 1) / (exp(2u) + 1) is inf / inf = nan. Use tl.sigmoid(2u) "
+        "(0.5 * (1 + tanh(u)) = sigmoid(2u)), or a form whose exp cannot overflow "
+        "(tanh(u) = sign(u) * (1 - exp(-2|u|)) / (1 + exp(-2|u|))); "
+    )
+
+
 def _judge_bias_gelu(spec: tuple, seen: dict) -> None:
     out = _judge_run("bias_gelu", spec, seen)
     args = make_inputs("bias_gelu", spec)
     _require_close(
         "bias_gelu", spec, out, expected("bias_gelu", args), 1e-5, 1e-5,
+        lambda finite, where: ("" if finite else _bias_gelu_overflow(args, where)) +
         "GELU's tanh form: h = x + bias (bias broadcast over rows: bias[col]), then "
         "0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h**3))), which equals "
         "h * sigmoid(2 * 0.7978845608 * (h + 0.044715 * h**3)); check the column index of the "
@@ -531,7 +880,7 @@ def _judge_bias_gelu(spec: tuple, seen: dict) -> None:
     )  # fmt: skip
     if out.numel() == 0:
         return
-    m, n, _ = spec
+    m, n = spec[:2]
     bounds = bias_gelu_bounds(m, n)
     traffic = seen["traffic"]
     x_row, b_row = _role(traffic, "x"), _role(traffic, "bias")
@@ -572,12 +921,15 @@ def check_bias_gelu(bias_gelu) -> None:
         CheckFailed: the first case that differs, with the likely cause.
     """
     fn = student(bias_gelu, "bias_gelu")
-    seen = call_student(fn.probe, _probe_cases, "bias_gelu", BIAS_GELU_CASES, name="bias_gelu")
-    for spec, one in zip(BIAS_GELU_CASES, seen):
+    got = call_student(
+        fn.probe, _probe_cases_compiled, "bias_gelu", BIAS_GELU_CASES, name="bias_gelu"
+    )
+    for spec, one in zip(BIAS_GELU_CASES, got["cases"]):
         _judge_bias_gelu(spec, one)
+    facts = _judge_compiled("bias_gelu", got["compiled"])
     passed(
         f"bias_gelu: {len(BIAS_GELU_CASES)} shapes, one launch each, x read once, only the "
-        "output stored, every lane in bounds"
+        f"output stored, every lane in bounds; {facts}"
     )
 
 
@@ -587,25 +939,27 @@ def _reference_counted(kind: str, specs: list) -> list[dict]:
     return [_counted_call(ref, kind, tuple(s)) for s in specs]
 
 
-def _require_same_as_reference(kind: str, specs: list, seen: list, judge, tol: dict) -> None:
+def _require_same_as_reference(kind: str, specs: list, seen: list, judge, tol) -> None:
+    """Judge each case, then compare with the reference's output: ``tol`` is a dict of
+    ``rtol``/``atol`` or a function of the case's inputs returning ``(rtol, atol)``."""
     refs = _reference_counted(kind, specs)
     for spec, one, ref in zip(specs, seen, refs):
         judge(spec, one)
         want = outcome(ref["call"])
         got = outcome(one["call"])
-        _require_close(
-            kind, spec, got, want, tol["rtol"], tol["atol"], "differs from the reference"
-        )
+        rtol, atol = tol(make_inputs(kind, spec)) if callable(tol) else (tol["rtol"], tol["atol"])
+        _require_close(kind, spec, got, want, rtol, atol, "differs from the reference")
 
 
 def check_bias_gelu_hidden(bias_gelu) -> None:
     """Hidden: more shapes, against the reference solution's kernel run alike."""
     fn = student(bias_gelu, "bias_gelu")
-    seen = call_student(fn.probe, _probe_cases, "bias_gelu", BIAS_GELU_HIDDEN, name="bias_gelu")
+    specs = BIAS_GELU_HIDDEN + draw_cases("bias_gelu", 1, BIAS_GELU_DRAWS)
+    seen = call_student(fn.probe, _probe_cases, "bias_gelu", specs, name="bias_gelu")
     _require_same_as_reference(
-        "bias_gelu", BIAS_GELU_HIDDEN, seen, _judge_bias_gelu, {"rtol": 1e-5, "atol": 1e-5}
+        "bias_gelu", specs, seen, _judge_bias_gelu, {"rtol": 1e-5, "atol": 1e-5}
     )
-    passed("bias_gelu: hidden shapes as the reference")
+    passed(f"bias_gelu: {len(specs)} hidden cases as torch and the reference")
 
 
 # --------------------------------------------------------------------------- softmax_rows
@@ -627,14 +981,38 @@ SOFTMAX_CASES = [
 SOFTMAX_HIDDEN = [(33, 1000, 1024, 100.0, 11), (2, 4096, 4096, 0.0, 12), (12, 3, 3, 0.0, 13)]
 
 
+def _nonfinite_softmax_cause(row_max: float, row_min: float) -> str:
+    """Why a softmax row came out inf or nan, from the row's values: ``exp`` overflows float32
+    above about 88.7 (inf, then inf/inf = nan), and underflows to 0 below about -103.9 (every
+    lane 0, then 0/0 = nan)."""
+    if row_max > 88.0:
+        what = (
+            f"exp overflowed: this row's values reach {row_max:.4g}, and exp(x) is inf in "
+            "float32 above about 88.7, so inf/inf = nan"
+        )
+    elif row_max < -87.0:
+        what = (
+            f"exp underflowed: every value of this row is at most {row_max:.4g}, so every "
+            "exp(x) rounds to 0 in float32 (below about -104) and the quotient is 0/0 = nan"
+        )
+    else:
+        what = (
+            f"this row's values span [{row_min:.4g}, {row_max:.4g}]: exp of (x - c) overflows "
+            "where x - c is above 88.7 (c below the max) and every lane underflows to 0 where "
+            "all x - c are below -104 (c above the max), giving inf/inf or 0/0"
+        )
+    return what + "; subtract the row's max (the only c for which the largest exp is 1)"
+
+
 def _softmax_cause(spec: tuple):
     m, n, stride, offset = spec[:4]
 
-    def cause(finite: bool) -> str:
+    def cause(finite: bool, where: tuple) -> str:
         if not finite:
-            return (
-                "numerically unstable: exp(x) overflows to inf for x above about 88 (float32), "
-                "and inf/inf is nan; subtract the row's max first (softmax(x) = softmax(x - max))"
+            (x,) = make_inputs("softmax_rows", spec)
+            row = x[where[0]]
+            return "numerically unstable: " + _nonfinite_softmax_cause(
+                float(row.max()), float(row.min())
             )
         if stride != n:
             return (
@@ -702,23 +1080,27 @@ def check_softmax_rows(softmax_rows) -> None:
         CheckFailed: the first case that differs, with the likely cause.
     """
     fn = student(softmax_rows, "softmax_rows")
-    seen = call_student(fn.probe, _probe_cases, "softmax_rows", SOFTMAX_CASES, name="softmax_rows")
-    for spec, one in zip(SOFTMAX_CASES, seen):
+    got = call_student(
+        fn.probe, _probe_cases_compiled, "softmax_rows", SOFTMAX_CASES, name="softmax_rows"
+    )
+    for spec, one in zip(SOFTMAX_CASES, got["cases"]):
         _judge_softmax(spec, one)
+    facts = _judge_compiled("softmax_rows", got["compiled"])
     passed(
         f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4, rows "
-        "spread wide), each row read once"
+        f"spread wide), each row read once; {facts}"
     )
 
 
 def check_softmax_rows_hidden(softmax_rows) -> None:
     """Hidden: more shapes (N = 4096, large offsets), against the reference run alike."""
     fn = student(softmax_rows, "softmax_rows")
-    seen = call_student(fn.probe, _probe_cases, "softmax_rows", SOFTMAX_HIDDEN, name="softmax_rows")
+    specs = SOFTMAX_HIDDEN + draw_cases("softmax_rows", 1, SOFTMAX_DRAWS)
+    seen = call_student(fn.probe, _probe_cases, "softmax_rows", specs, name="softmax_rows")
     _require_same_as_reference(
-        "softmax_rows", SOFTMAX_HIDDEN, seen, _judge_softmax, {"rtol": 1e-5, "atol": 1e-6}
+        "softmax_rows", specs, seen, _judge_softmax, {"rtol": 1e-5, "atol": 1e-6}
     )
-    passed("softmax_rows: hidden shapes as the reference")
+    passed(f"softmax_rows: {len(specs)} hidden cases as torch and the reference")
 
 
 # --------------------------------------------------------------------------- matmul
@@ -733,9 +1115,20 @@ MATMUL_CASES = [
     (20, 45, 30, "float32", "tn", 5),
     (48, 64, 40, "float16", "nn", 6),
     (16, 1024, 24, "float16", "nn", 7),
+    (37, 45, 29, "float32", "gs", 8),
 ]
 MATMUL_HIDDEN = [(70, 33, 65, "float32", "nt", 11), (5, 200, 3, "float16", "tn", 12)]
-MATMUL_CONFIG_CASE = (40, 50, 36, "float32", "nt", 21)
+#: The hidden check also draws this many cases from the whole domain (:func:`draw_cases`).
+MATMUL_DRAWS = 10
+#: The largest K the statement allows (a float32 accumulator keeps float16 results within the
+#: tolerance there; a float16 one does not).
+MATMUL_MAX_K = 4096
+#: The cases every one of the student's GPU configs runs through the interpreter: sizes no
+#: block of 16 to 256 divides, float32 with a transposed a and a column slice b, float16 with
+#: every other column of a.
+MATMUL_CONFIG_CASES = [(70, 100, 90, "float32", "ts", 21), (33, 200, 47, "float16", "gn", 22)]
+#: At most this many GPU configs are run (each one is a full interpreted run).
+MAX_GPU_CONFIGS = 8
 #: Tolerances against the float64 product. float32: exact products, float32 sums in another
 #: order. float16: the result rounded to float16 (half an ulp is 2**-11 relative) after a
 #: float32 sum.
@@ -745,18 +1138,20 @@ MATMUL_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-3, 1e-2)}
 def _matmul_cause(spec: tuple):
     m, k, n, dtype, layout, _ = spec
 
-    def cause(finite: bool) -> str:
-        if layout != "nn":
-            which = "b" if layout == "nt" else "a"
+    def cause(finite: bool, where: tuple) -> str:
+        views = [name for name, how in zip("ab", layout) if how != "n"]
+        if views:
+            names = " and ".join(views)
             return (
-                f"wrong strides: {which} here is a transposed view, not contiguous; address "
-                f"element (i, j) of {which} at ptr + i * {which}.stride(0) + j * "
-                f"{which}.stride(1), with the strides passed to the kernel, not i * "
-                f"{'N' if which == 'b' else 'K'} + j"
+                f"wrong strides: {names} here {'is' if len(views) == 1 else 'are'} not "
+                "contiguous (a transposed view, a column slice of a wider tensor, or every "
+                "other column); address element (i, j) of a tensor x at x_ptr + i * "
+                "x.stride(0) + j * x.stride(1), with both strides passed to the kernel, not "
+                "i * (number of columns) + j"
             )
         if dtype == "float16" and k >= 512:
             return (
-                "a float16 accumulator: summing K = 1024 products in float16 rounds after every "
+                f"a float16 accumulator: summing K = {k} products in float16 rounds after every "
                 "block of K and loses about 3 significant bits here. Accumulate in float32 "
                 "(acc = tl.zeros((BM, BN), dtype=tl.float32); acc = tl.dot(a, b, acc)) and "
                 "convert once, at the store"
@@ -810,12 +1205,77 @@ def _judge_matmul(spec: tuple, seen: dict) -> None:
     )
 
 
+def _judge_matmul_autotune(seen: list) -> None:
+    """The kernel is autotuned, with the statement's key."""
+    require(
+        all(one["autotune"].get("autotuned") for one in seen),
+        "matmul must launch a kernel wrapped in @triton.autotune",
+        yours="a plain @triton.jit kernel",
+        expected="@triton.autotune(configs=matmul_configs(), key=['M', 'N', 'K'])",
+        cause="the exercise asks for autotuned block sizes: the configs' BLOCK_M, BLOCK_N and "
+        "BLOCK_K are passed to the kernel as tl.constexpr parameters",
+    )
+    keys = seen[0]["autotune"].get("keys", [])
+    missing = [k for k in ("M", "N", "K") if k not in keys]
+    require(
+        not missing,
+        f"matmul's @triton.autotune key leaves out {', '.join(missing)}",
+        yours=f"key={keys}",
+        expected="key=['M', 'N', 'K']",
+        cause="the autotuner times its configs again for each new value of the key's "
+        "arguments; without one of M, N, K a config chosen for one shape is reused for every "
+        "other shape (a 128 x 256 tile chosen at 4096^3 for a 64 x 64 matrix)",
+    )
+
+
+def _judge_gpu_configs(found: dict) -> int:
+    """The student's GPU configs: at least two ``triton.Config``, each right on every case.
+    Returns how many ran."""
+    require(
+        not found.get("missing"),
+        "matmul: no matmul_configs beside it",
+        yours="matmul_configs is not defined where matmul is",
+        expected="matmul_configs(gpu) in the same cell, returning your GPU configs for gpu=True",
+        cause="keep the given matmul_configs(gpu) function and write your GPU list in it",
+    )
+    call_student(lambda: outcome(found["call"]), name="matmul_configs(True)")
+    configs = found["configs"]
+    require(
+        all(isinstance(c, dict) for c in configs),
+        "matmul_configs(True) must return a list of triton.Config",
+        yours=configs[:3],
+        expected="[triton.Config({'BLOCK_M': ..., 'BLOCK_N': ..., 'BLOCK_K': ...}, "
+        "num_warps=..., num_stages=...), ...]",
+        cause="build each config with triton.Config(kwargs, num_warps=..., num_stages=...)",
+    )
+    require(
+        len(configs) >= 2,
+        "matmul_configs(True) must give the autotuner several configs for a GPU",
+        yours=f"{len(configs)} config(s)",
+        expected="at least 2 (the Triton tutorial's matmul has 8)",
+        cause="on a GPU the autotuner times every config on the first call for a new key and "
+        "keeps the fastest: give it tiles of several shapes (e.g. 128 x 256 x 64 with 8 warps, "
+        "64 x 128 x 32 with 4) and pipeline depths (num_stages)",
+    )
+    for i, runs in enumerate(found["runs"]):
+        for spec, one in zip(MATMUL_CONFIG_CASES, runs):
+            try:
+                _judge_matmul(spec, one)
+            except AssertionError as exc:
+                raise type(exc)(
+                    f"with your GPU config {i} ({configs[i]['text']}), run through the "
+                    f"interpreter (block sizes as given): {exc}"
+                ) from None
+    return len(found["runs"])
+
+
 def check_matmul(matmul) -> None:
     """Check values against the float64 product on shapes that are not multiples of the blocks,
-    transposed views (``b.t()``-style strides), float32 and float16 (K = 1024: a float16
-    accumulator fails), one element; an autotuned kernel (``@triton.autotune``) launched once;
-    every lane in bounds; only the output stored; then the same shape under each of the
-    autotuner's configs (each must be right: the GPU may pick any).
+    transposed views and column slices (any strides), float32 and float16 (K = 1024: a float16
+    accumulator fails), one element; an autotuned kernel (``@triton.autotune``) launched once,
+    with ``key`` naming M, N and K; every lane in bounds; only the output stored; then every
+    one of the student's GPU configs (``matmul_configs(True)``, at least two) run through the
+    interpreter on shapes no block divides, each right (the GPU may pick any).
 
     Raises:
         CheckFailed: the first case that differs, with the likely cause.
@@ -824,50 +1284,51 @@ def check_matmul(matmul) -> None:
     seen = call_student(fn.probe, _probe_cases, "matmul", MATMUL_CASES, name="matmul")
     for spec, one in zip(MATMUL_CASES, seen):
         _judge_matmul(spec, one)
-    require(
-        all(one["autotune"].get("autotuned") for one in seen),
-        "matmul must launch a kernel wrapped in @triton.autotune",
-        yours="a plain @triton.jit kernel",
-        expected="@triton.autotune(configs=[triton.Config({...}), ...], key=['M', 'N', 'K'])",
-        cause="the exercise asks for autotuned block sizes: the configs' BLOCK_M, BLOCK_N and "
-        "BLOCK_K are passed to the kernel as tl.constexpr parameters",
+    _judge_matmul_autotune(seen)
+    found = call_student(
+        fn.probe, _probe_matmul_configs, MATMUL_CONFIG_CASES, name="matmul (your GPU configs)"
     )
-    per_config = call_student(
-        fn.probe, _probe_matmul_configs, MATMUL_CONFIG_CASE, name="matmul (each config)"
+    ran = _judge_gpu_configs(found)
+    facts = _judge_compiled(
+        "matmul (your GPU configs)",
+        found.get("compiled", {}),
+        float32_exact=True,
+        every_variant=False,
     )
-    for i, one in enumerate(per_config):
-        try:
-            _judge_matmul(MATMUL_CONFIG_CASE, one)
-        except AssertionError as exc:
-            raise type(exc)(f"with the autotuner's config {i}: {exc}") from None
     passed(
-        f"matmul: {len(MATMUL_CASES)} cases (transposed views, float16 with K = 1024), "
-        f"{len(per_config)} config(s) here, every lane in bounds"
+        f"matmul: {len(MATMUL_CASES)} cases (transposed views, column slices, float16 with "
+        f"K = 1024), key {seen[0]['autotune'].get('keys')}, each of your {ran} GPU configs "
+        f"right through the interpreter, every lane in bounds; {facts}"
     )
 
 
 def check_matmul_hidden(matmul) -> None:
-    """Hidden: more shapes and layouts, against the reference run alike."""
+    """Hidden: more shapes and layouts, and :data:`MATMUL_DRAWS` cases drawn from the whole
+    domain (every layout for a and b, K up to :data:`MATMUL_MAX_K`, float16 and float32),
+    against the float64 product and the reference run alike."""
+    specs = MATMUL_HIDDEN + draw_cases("matmul", 1, MATMUL_DRAWS)
     fn = student(matmul, "matmul")
-    seen = call_student(fn.probe, _probe_cases, "matmul", MATMUL_HIDDEN, name="matmul")
-    for spec, one in zip(MATMUL_HIDDEN, seen):
+    seen = call_student(fn.probe, _probe_cases, "matmul", specs, name="matmul")
+    for spec, one in zip(specs, seen):
         _judge_matmul(spec, one)
-    refs = _reference_counted("matmul", MATMUL_HIDDEN)
-    for spec, one, ref in zip(MATMUL_HIDDEN, seen, refs):
+    refs = _reference_counted("matmul", specs)
+    for spec, one, ref in zip(specs, seen, refs):
         rtol, atol = MATMUL_TOL[spec[3]]
         _require_close(
             "matmul", spec, outcome(one["call"]), outcome(ref["call"]), rtol, 2 * atol,
             "differs from the reference",
         )  # fmt: skip
-    passed("matmul: hidden shapes as the reference")
+    passed(f"matmul: {len(specs)} hidden cases as the float64 product and the reference")
 
 
 # --------------------------------------------------------------------------- attention_forward
-#: (L, S, d, seed[, pad]): L and S not multiples of a block, one query, one key, d = 16 and 32,
-#: rows strided (q, k, v column slices of wider tensors, as the contract allows), q scaled by 30
-#: (scores in the hundreds: exp overflows without the running max). L*S is
-#: larger than any tensor the function needs (q, k, v, output), so a tensor of L*S elements or
-#: more made by torch is the score matrix (or bigger).
+#: (L, S, d, seed[, pad[, q_scale[, negative]]]): L and S not multiples of a block, one query,
+#: one key, d = 16 and 32, rows strided (q, k, v column slices of wider tensors, as the contract
+#: allows; the last case with a different row stride each), q scaled by 30 (scores in the
+#: hundreds: exp overflows without the running max), and every score very negative (a running
+#: max started at 0 instead of -inf underflows every exp: 0/0). Where L*S is larger than any
+#: tensor the function needs (q, k, v, output), a tensor of L*S elements or more made by torch
+#: is the score matrix (or bigger).
 ATTENTION_CASES = [
     (48, 80, 16, 1),
     (33, 70, 32, 2),
@@ -876,6 +1337,7 @@ ATTENTION_CASES = [
     (64, 64, 16, 5),
     (33, 70, 16, 6, 16),
     (40, 70, 16, 7, 0, 30.0),
+    (30, 50, 32, 8, (8, 0, 24), 1.0, True),
 ]
 ATTENTION_HIDDEN = [(100, 37, 16, 11), (17, 130, 32, 12)]
 
@@ -893,6 +1355,67 @@ def attention_bounds(length: int, s: int, d: int, programs: int) -> dict[str, in
         "v": programs * s * d * 4,
         "out": length * d * 4,
     }
+
+
+def attention_tolerance(args: tuple) -> tuple[float, float]:
+    """``(rtol, atol)`` for attention's output against float64: rtol 1e-4, and atol 1e-5 where
+    scores are small. Scores of magnitude |s| are rounded in float32 to about |s| * 2**-24
+    times a few (a sum of d products that cancel), and an absolute error e in a score is a
+    relative error e in its probability: at |s| = 175 (the very negative cases) one float32
+    answer (the reference) was measured 1.7e-3 relatively off an output element of 0.005, a
+    few 1e-5 absolutely. So atol grows as 1e-5 * max|s| / 10 beyond |s| = 10."""
+    q, k, v = args
+    if q.numel() == 0 or k.numel() == 0:
+        return 1e-4, 1e-5
+    top = float((q.double() @ k.double().T).abs().max()) / math.sqrt(q.shape[1])
+    scale = float(v.abs().max()) if v.numel() else 1.0
+    return 1e-4, 1e-5 * max(1.0, top / 10) * max(1.0, scale / 3)
+
+
+def _attention_cause(spec: tuple, args: tuple):
+    """The likely cause of wrong attention values, from the case: strided rows, and for inf or
+    nan whether the query's scores are large (exp overflows) or all very negative (every exp
+    underflows to 0, so a running sum started from a running max of 0 stays 0: 0/0)."""
+
+    def cause(finite: bool, where: tuple) -> str:
+        pad = spec[4] if len(spec) > 4 else 0
+        text = ""
+        strided = any(pad) if isinstance(pad, (tuple, list)) else pad
+        if strided and finite:
+            text += (
+                "q, k and v have strided rows here (each its own row stride): address row i "
+                "at ptr + i * stride(0) (pass q.stride(0), k.stride(0), v.stride(0)), not i * "
+                "d; "
+            )
+        if not finite:
+            q, k, _ = args
+            scores = (q[where[0]].double() @ k.double().T) / math.sqrt(q.shape[1])
+            top, low = float(scores.max()), float(scores.min())
+            if top > 88.0:
+                text += (
+                    f"numerically unstable: this query's scores reach {top:.4g}, and exp "
+                    "overflows float32 above about 88.7 (inf/inf = nan): subtract the running "
+                    "max (m_new) before exp; "
+                )
+            elif top < -87.0:
+                text += (
+                    f"exp underflowed: every score of this query is at most {top:.4g}, so "
+                    "exp(score - c) is 0 in float32 for any c near 0 (below about -104) and "
+                    "the running sum stays 0: 0/0 = nan. Start the running max at -inf (not 0) "
+                    "so that the first block sets it to the block's max; "
+                )
+            else:
+                text += (
+                    f"inf/nan with scores in [{low:.4g}, {top:.4g}]: a block whose keys are all "
+                    "masked must not give exp(-inf - -inf) = nan; "
+                )
+        return text + (
+            "softmax over each query's scores scaled by 1/sqrt(d); with online softmax, "
+            "rescale the running sum and output by exp(m_old - m_new) when the max grows, "
+            "divide by the sum at the end, and mask keys past S with -inf scores"
+        )
+
+    return cause
 
 
 def _judge_attention(spec: tuple, seen: dict) -> None:
@@ -914,18 +1437,9 @@ def _judge_attention(spec: tuple, seen: dict) -> None:
     out = _judge_run("attention_forward", spec, seen, launches="one")
     args = make_inputs("attention_forward", spec)
     _require_close(
-        "attention_forward", spec, out, expected("attention_forward", args), 1e-4, 1e-5,
-        lambda finite: ("q, k and v have strided rows here: address row i at ptr + i * "
-        "stride(0) (pass q.stride(0), k.stride(0), v.stride(0)), not i * d; "
-        if len(spec) > 4 and spec[4] else "")
-        + ("" if finite else "numerically unstable: scores here reach the hundreds, and exp "
-           "overflows float32 above about 88; subtract the running max (m_new) before exp and "
-           "rescale the sum and output by exp(m_old - m_new); ")
-        + "softmax over each query's scores scaled by 1/sqrt(d); with online "
-        "softmax, rescale the running sum and output by exp(m_old - m_new) when the max grows, "
-        "divide by the sum at the end, and mask keys past S with -inf scores"
-        + ("" if finite else " (inf/nan: a block whose keys are all masked must not give "
-              "exp(-inf - -inf))"),
+        "attention_forward", spec, out, expected("attention_forward", args),
+        *attention_tolerance(args),
+        _attention_cause(spec, args),
     )  # fmt: skip
     traffic = seen["traffic"]
     _require_stores_exactly_output("attention_forward", spec, traffic, length * d * 4)
@@ -979,27 +1493,33 @@ def check_attention_forward(attention_forward) -> None:
         CheckFailed: the first case that differs, with the likely cause.
     """
     fn = student(attention_forward, "attention_forward")
-    seen = call_student(
-        fn.probe, _probe_cases, "attention_forward", ATTENTION_CASES, name="attention_forward"
+    got = call_student(
+        fn.probe,
+        _probe_cases_compiled,
+        "attention_forward",
+        ATTENTION_CASES,
+        name="attention_forward",
     )
-    for spec, one in zip(ATTENTION_CASES, seen):
+    for spec, one in zip(ATTENTION_CASES, got["cases"]):
         _judge_attention(spec, one)
+    facts = _judge_compiled("attention_forward", got["compiled"])
     passed(
         f"attention_forward: {len(ATTENTION_CASES)} shapes, only the output stored, no L x S "
-        "tensor, k and v read once per block of queries"
+        f"tensor, k and v read once per block of queries; {facts}"
     )
 
 
 def check_attention_forward_hidden(attention_forward) -> None:
     """Hidden: more shapes, against the reference run alike."""
     fn = student(attention_forward, "attention_forward")
+    specs = ATTENTION_HIDDEN + draw_cases("attention_forward", 1, ATTENTION_DRAWS)
     seen = call_student(
-        fn.probe, _probe_cases, "attention_forward", ATTENTION_HIDDEN, name="attention_forward"
+        fn.probe, _probe_cases, "attention_forward", specs, name="attention_forward"
     )
     _require_same_as_reference(
-        "attention_forward", ATTENTION_HIDDEN, seen, _judge_attention, {"rtol": 1e-4, "atol": 1e-5}
+        "attention_forward", specs, seen, _judge_attention, attention_tolerance
     )
-    passed("attention_forward: hidden shapes as the reference")
+    passed(f"attention_forward: {len(specs)} hidden cases as torch and the reference")
 
 
 # --------------------------------------------------------------------------- on a GPU

@@ -1,5 +1,6 @@
 """A correct matmul written differently: acc += tl.dot(a, b) and the K mask written as
-k_remaining, blocks of 16 by 16 on the CPU."""
+k_remaining, blocks of 16 by 16 on the CPU, float32 products as three TF32 products
+(input_precision="tf32x3", passed by the launcher)."""
 
 # %% matmul
 import torch
@@ -9,8 +10,8 @@ import triton.language as tl
 from grader.runtime import triton_cpu
 
 
-def matmul_configs():
-    if torch.cuda.is_available() and not triton_cpu.interpreter_on():
+def matmul_configs(gpu=torch.cuda.is_available() and not triton_cpu.interpreter_on()):
+    if gpu:
         return [
             triton.Config(
                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, num_warps=4, num_stages=4
@@ -40,6 +41,7 @@ def matmul_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -56,7 +58,7 @@ def matmul_kernel(
             mask=(rn[None, :] < N) & (tl.arange(0, BLOCK_K)[:, None] < K - k),
             other=0.0,
         )
-        acc += tl.dot(a, b)
+        acc += tl.dot(a, b, input_precision=PRECISION)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     tl.store(
         c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty), mask=mask
@@ -81,5 +83,6 @@ def matmul(a, b):
         b.stride(1),
         c.stride(0),
         c.stride(1),
+        PRECISION="tf32x3" if a.dtype == torch.float32 else "tf32",
     )
     return c

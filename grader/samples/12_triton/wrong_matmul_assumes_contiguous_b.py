@@ -10,8 +10,8 @@ import triton.language as tl
 from grader.runtime import triton_cpu
 
 
-def matmul_configs():
-    if torch.cuda.is_available() and not triton_cpu.interpreter_on():
+def matmul_configs(gpu=torch.cuda.is_available() and not triton_cpu.interpreter_on()):
+    if gpu:
         return [
             triton.Config(
                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, num_warps=4, num_stages=4
