@@ -166,7 +166,7 @@ def test_atomic_dq_is_counted_apart_from_plain_stores():
     spec = backward.backward_case(37, 70, 16, 0)
     (seen,) = backward._probe_backward(
         _answer("correct_backward_atomic_dq", "attention_backward"), [spec]
-    )
+    )["cases"]
     dq = seen["traffic"]["roles"]["dq"]
     assert seen["atomic"] == {"dq": math.ceil(70 / 16) * 37 * 16 * F32}
     assert dq["stored"] == seen["atomic"]["dq"]  # count_traffic counts an atomic as a store
@@ -243,7 +243,7 @@ def test_a_copy_of_an_input_is_named():
 
     spec = backward.BACKWARD_CASES[1]
     assert spec[4][0]  # q's rows are strided in this case
-    (seen,) = backward._probe_backward(attention_backward, [spec])
+    (seen,) = backward._probe_backward(attention_backward, [spec])["cases"]
     with pytest.raises(CheckFailed, match="read 0 of q's"):
         backward._judge_backward(spec, seen)
 
@@ -347,11 +347,11 @@ def test_the_dq_race_is_reported_by_the_runtime_and_the_correct_dq_patterns_are_
     spec = backward.backward_case(37, 70, 16, 0)
     (racy,) = backward._probe_backward(
         _answer("wrong_backward_dq_race", "attention_backward"), [spec]
-    )
+    )["cases"]
     assert racy["races"] and all("dq_ptr" in line for line in racy["races"])
     assert "both stored" in racy["races"][0]
     for answer in ("reference", "correct_backward_atomic_dq", "correct_backward_d_in_kernels"):
-        (one,) = backward._probe_backward(_answer(answer, "attention_backward"), [spec])
+        (one,) = backward._probe_backward(_answer(answer, "attention_backward"), [spec])["cases"]
         assert one["races"] == [], answer
 
 

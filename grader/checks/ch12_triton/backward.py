@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import warnings
 
 import numpy as np
 import torch
@@ -51,7 +52,9 @@ from grader.checks.ch12_triton.kernels import (
     _autotune_without_timing,
     _bytes,
     _changed_after_kernels,
+    _compile,
     _inputs_changed,
+    _judge_compiled,
     _role,
     _span,
     _TensorsMade,
@@ -65,7 +68,7 @@ from grader.checks.common import (
     passed,
     require,
 )
-from grader.runtime import triton_cpu
+from grader.runtime import triton_compile, triton_cpu
 from grader.runtime.remote import attempt, outcome, student
 
 __all__ = [
@@ -343,13 +346,17 @@ def _counted(fn, inputs: dict, outputs: tuple, spec: tuple, extra=None, keep=Non
         # overflow in lanes a kernel masks afterwards (exp of a padded score) is harmless, and
         # numpy's warning would go to stderr, which plain nbgrader scores as a failed cell
         with (
+            warnings.catch_warnings(),
             np.errstate(all="ignore"),
             _autotune_without_timing(seen),
+            triton_compile.record_launches() as launches,
             triton_cpu.count_traffic() as log,
             atomics,
             made if made is not None else contextlib.nullcontext(),
         ):
+            warnings.simplefilter("ignore", RuntimeWarning)
             box["log"] = log
+            box["launches"] = launches
             out = fn(*inputs.values())
         box["out"] = out
         return out
@@ -377,30 +384,41 @@ def _counted(fn, inputs: dict, outputs: tuple, spec: tuple, extra=None, keep=Non
         "contiguous": contiguous,
         "changed_after_kernels": changed,
         "inputs_changed": _inputs_changed({n: roles[n] for n in originals}, originals, log),
+        "launches": list(box.get("launches", [])),
     }
     if made is not None:
         result["made"] = made.big[:5]
     return result
 
 
-def _probe_forward_lse(fn, specs: list) -> list[dict]:
+def _finish(cases: list[dict], compile_them: bool) -> dict:
+    """The probe's answer: the cases without the launches they recorded, and, where asked,
+    every kernel they launched compiled for sm_90 and sm_80 (:func:`.kernels._compile`)."""
+    launches = []
+    for one in cases:
+        for part in (one, one.get("forward") or {}, one.get("backward") or {}):
+            launches += part.pop("launches", [])
+    return {"cases": cases, "compiled": _compile(launches) if compile_them else None}
+
+
+def _probe_forward_lse(fn, specs: list, compile_them: bool = False) -> dict:
     """Probe: ``attention_forward_lse`` on each case, counted."""
-    results = []
+    cases = []
     for spec in specs:
         q, k, v, _ = make_backward_inputs(spec)
-        results.append(_counted(fn, {"q": q, "k": k, "v": v}, ("o", "lse"), spec))
-    return results
+        cases.append(_counted(fn, {"q": q, "k": k, "v": v}, ("o", "lse"), spec))
+    return _finish(cases, compile_them)
 
 
-def _probe_backward(fn, specs: list) -> list[dict]:
+def _probe_backward(fn, specs: list, compile_them: bool = False) -> dict:
     """Probe: ``attention_backward`` on each case, given exact o and lse, counted."""
-    results = []
+    cases = []
     for spec in specs:
         q, k, v, do = make_backward_inputs(spec)
         o, lse = _given_o_lse(spec, q, k, v)
         inputs = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "do": do}
-        results.append(_counted(fn, inputs, GRADS, spec))
-    return results
+        cases.append(_counted(fn, inputs, GRADS, spec))
+    return _finish(cases, compile_them)
 
 
 def _saved_lse(length: int):
@@ -421,7 +439,7 @@ def _saved_lse(length: int):
     return extra
 
 
-def _probe_flash(fn, specs: list) -> list[dict]:
+def _probe_flash(fn, specs: list, compile_them: bool = False) -> dict:
     """Probe: ``out = flash_attention(q, k, v)`` on tensors that require grad, counted (the
     ``(L,)`` float32 tensor saved for the backward named ``lse``); then
     ``torch.autograd.grad(out, (q, k, v), do)``, counted, with q, k, v, ``o`` (out), that
@@ -455,7 +473,7 @@ def _probe_flash(fn, specs: list) -> list[dict]:
 
         one["backward"] = _counted(grads, inputs, GRADS, spec)
         del saved, keep, inputs
-    return results
+    return _finish(results, compile_them)
 
 
 # --------------------------------------------------------------------------- bounds
@@ -985,11 +1003,14 @@ def _judge_forward_lse(spec: tuple, seen: dict, label: str | None = None) -> Non
         )
 
 
-def _check_forward_lse(fn_obj, specs: list) -> None:
+def _check_forward_lse(fn_obj, specs: list, compile_them: bool) -> str:
     fn = student(fn_obj, "attention_forward_lse")
-    seen = call_student(fn.probe, _probe_forward_lse, specs, name="attention_forward_lse")
-    for spec, one in zip(specs, seen):
+    got = call_student(
+        fn.probe, _probe_forward_lse, specs, compile_them, name="attention_forward_lse"
+    )
+    for spec, one in zip(specs, got["cases"]):
         _judge_forward_lse(tuple(spec), one)
+    return _judge_compiled("attention_forward_lse", got["compiled"]) if compile_them else ""
 
 
 def check_attention_forward_lse(attention_forward_lse) -> None:
@@ -997,29 +1018,31 @@ def check_attention_forward_lse(attention_forward_lse) -> None:
     visible cases (:data:`BACKWARD_CASES`: L and S not multiples of a block, one query, one key,
     strided rows, scores in the hundreds, rows of very negative scores); one launch; every lane
     in bounds; stores exactly o and lse (:func:`forward_lse_bounds`); no ``L x S`` tensor; q, k
-    and v read whole, k and v at most once per program instance.
+    and v read whole, k and v at most once per program instance; the kernel compiled for sm_90
+    and sm_80 (:func:`.kernels._judge_compiled`).
 
     Raises:
         CheckFailed: the first case that differs, with the likely cause.
     """
-    _check_forward_lse(attention_forward_lse, BACKWARD_CASES)
+    facts = _check_forward_lse(attention_forward_lse, BACKWARD_CASES, True)
     passed(
         f"attention_forward_lse: {len(BACKWARD_CASES)} cases, o and lse right, only o and lse "
-        "stored"
+        f"stored; {facts}"
     )
 
 
 def check_attention_forward_lse_hidden(attention_forward_lse) -> None:
     """Hidden: the drawn cases (:data:`BACKWARD_HIDDEN`), judged alike."""
-    _check_forward_lse(attention_forward_lse, BACKWARD_HIDDEN)
+    _check_forward_lse(attention_forward_lse, BACKWARD_HIDDEN, False)
     passed(f"attention_forward_lse: {len(BACKWARD_HIDDEN)} drawn cases")
 
 
-def _check_backward(fn_obj, specs: list) -> None:
+def _check_backward(fn_obj, specs: list, compile_them: bool) -> str:
     fn = student(fn_obj, "attention_backward")
-    seen = call_student(fn.probe, _probe_backward, specs, name="attention_backward")
-    for spec, one in zip(specs, seen):
+    got = call_student(fn.probe, _probe_backward, specs, compile_them, name="attention_backward")
+    for spec, one in zip(specs, got["cases"]):
         _judge_backward(tuple(spec), one)
+    return _judge_compiled("attention_backward", got["compiled"]) if compile_them else ""
 
 
 def check_attention_backward(attention_backward) -> None:
@@ -1028,21 +1051,21 @@ def check_attention_backward(attention_backward) -> None:
     (:data:`GRAD_TOL`); every lane in bounds; no race; no ``L x S`` tensor made by torch;
     stores and loads within :func:`backward_bounds` (each gradient once, at most ``L*4`` bytes
     of D besides; q, k, v, o, do and lse read whole from the tensors given, once per program
-    at most).
+    at most); every kernel compiled for sm_90 and sm_80.
 
     Raises:
         CheckFailed: the first case that differs, with the likely cause.
     """
-    _check_backward(attention_backward, BACKWARD_CASES)
+    facts = _check_backward(attention_backward, BACKWARD_CASES, True)
     passed(
         f"attention_backward: {len(BACKWARD_CASES)} cases, dq, dk, dv right, no race, only the "
-        "gradients and D stored, no L x S tensor"
+        f"gradients and D stored, no L x S tensor; {facts}"
     )
 
 
 def check_attention_backward_hidden(attention_backward) -> None:
     """Hidden: the drawn cases (:data:`BACKWARD_HIDDEN`), judged alike."""
-    _check_backward(attention_backward, BACKWARD_HIDDEN)
+    _check_backward(attention_backward, BACKWARD_HIDDEN, False)
     passed(f"attention_backward: {len(BACKWARD_HIDDEN)} drawn cases")
 
 
@@ -1106,11 +1129,12 @@ def _judge_flash(spec: tuple, one: dict) -> None:
     _judge_backward(spec, bwd, blabel)
 
 
-def _check_flash(fn_obj, specs: list) -> None:
+def _check_flash(fn_obj, specs: list, compile_them: bool) -> str:
     fn = student(fn_obj, "flash_attention")
-    seen = call_student(fn.probe, _probe_flash, specs, name="flash_attention")
-    for spec, one in zip(specs, seen):
+    got = call_student(fn.probe, _probe_flash, specs, compile_them, name="flash_attention")
+    for spec, one in zip(specs, got["cases"]):
         _judge_flash(tuple(spec), one)
+    return _judge_compiled("flash_attention", got["compiled"]) if compile_them else ""
 
 
 def check_flash_attention(flash_attention) -> None:
@@ -1118,21 +1142,21 @@ def check_flash_attention(flash_attention) -> None:
     ``grad_fn``, the forward's stores (o and an ``(L,)`` float32 lse saved with
     ``ctx.save_for_backward``, nothing else), then ``torch.autograd.grad(out, (q, k, v), do)``
     judged as :func:`check_attention_backward` judges ``attention_backward`` (lse read by the
-    backward's kernels).
+    backward's kernels); every kernel compiled for sm_90 and sm_80.
 
     Raises:
         CheckFailed: the first case that differs, with the likely cause.
     """
-    _check_flash(flash_attention, FLASH_CASES)
+    facts = _check_flash(flash_attention, FLASH_CASES, True)
     passed(
         f"flash_attention: {len(FLASH_CASES)} cases, differentiable, lse saved and used, "
-        "gradients right"
+        f"gradients right; {facts}"
     )
 
 
 def check_flash_attention_hidden(flash_attention) -> None:
     """Hidden: drawn cases (:data:`FLASH_HIDDEN`), judged alike."""
-    _check_flash(flash_attention, FLASH_HIDDEN)
+    _check_flash(flash_attention, FLASH_HIDDEN, False)
     passed(f"flash_attention: {len(FLASH_HIDDEN)} drawn cases")
 
 
