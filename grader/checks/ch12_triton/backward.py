@@ -15,9 +15,10 @@ comes back as plain data. The checks judge in the grading process:
   exactly by the checks (float64, rounded to float32): dq, dk, dv against the gradients of
   ``F.scaled_dot_product_attention`` on float64 copies (:data:`GRAD_TOL`), with the likely
   mistake named when the answer matches one (:func:`_mistakes`: D left out, the scale left out);
-  no ``L x S`` tensor made by torch; no **race** (:func:`_race_lines`: an address stored by two
-  program instances of one launch with plain stores, or loaded by one after another stored it;
-  atomics excepted); each gradient written by the kernels, never loaded by plain loads, never
+  no ``L x S`` tensor made by torch; no **race** (``count_traffic``'s
+  :attr:`~grader.runtime.triton_cpu.Traffic.races`, read by :func:`_race_lines`: an element
+  stored by two program instances of one launch with plain stores, or loaded by one and stored
+  by another; atomics excepted); each gradient written by the kernels, never loaded by plain loads, never
   changed afterwards; stores (:func:`backward_bounds`): each gradient exactly once with
   ``tl.store`` (dq may instead be accumulated with ``tl.atomic_add``), plus at most ``L*4`` bytes
   into one other tensor (``D``); q, k, v, o, do and lse read whole from the tensors given, each
@@ -26,6 +27,10 @@ comes back as plain data. The checks judge in the grading process:
   stores o and an ``(L,)`` float32 lse, saved for the backward (``ctx.save_for_backward``) and
   read by the backward's kernels; the gradients ``torch.autograd.grad`` gives, judged as
   ``attention_backward``'s.
+
+The visible checks also compile every kernel their cases launched for sm_90 and sm_80
+(:func:`.kernels._compile`, judged by :func:`.kernels._judge_compiled`), as Exercises 1-4's do:
+a kernel the compiler rejects fails; the pass message gives the compiler's figures.
 
 Atomics: :func:`count_traffic` counts an atomic lane as a load and a store of its tensor; the
 probes also count the atomic lanes per tensor (:class:`_AtomicLanes`) so that plain stores and
