@@ -12,6 +12,7 @@ snapshot. May import ``grader.checks.common`` and ``grader.runtime``.
 """
 
 from grader.checks.ch12_triton import kernels  # noqa: F401
+from grader.checks.ch12_triton.backward import *  # noqa: F401,F403 - Exercise 5
 from grader.checks.ch12_triton.kernels import *  # noqa: F401,F403
 from grader.checks.ch12_triton.kernels import (  # noqa: F401 - the tests' and demos' names
     ROLES,
