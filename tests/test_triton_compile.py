@@ -259,7 +259,9 @@ def _run_reference_kernels() -> list[dict]:
         t = torch.randn(1000)
         out = torch.empty_like(t)
         tanh_kernel[(8,)](t, out, 1000, BLOCK=128)
-        torch.testing.assert_close(out, torch.tanh(t * 0.5 * 1.4426950408889634) + math.pi, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            out, torch.tanh(t * 0.5 * 1.4426950408889634) + math.pi, rtol=1e-6, atol=1e-6
+        )
     assert len(log) == 10  # count_traffic saw every launch
     assert all(launch.in_bounds for launch in log)
     return launches
