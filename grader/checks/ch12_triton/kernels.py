@@ -485,7 +485,7 @@ def _for_compiling(launches: list[dict]) -> list[dict]:
 def _compile(launches: list[dict]) -> dict:
     """Compile ``launches`` for sm_90 and sm_80 (:func:`~grader.runtime.triton_compile.
     compile_launches`, a fresh process), keeping what the checks judge and show."""
-    picked = _for_compiling(launches)
+    picked = _for_compiling(launches)  # already chosen by the probes: a no-op there
     try:
         results = triton_compile.compile_launches(picked, timeout_s=COMPILE_TIMEOUT_S)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported, never the student's fault
@@ -504,11 +504,24 @@ def _compile(launches: list[dict]) -> dict:
 
 
 def _probe_cases_compiled(fn, kind: str, specs: list) -> dict:
-    """Probe: :func:`_probe_cases`, then every kernel those cases launched compiled for sm_90
-    and sm_80 (:func:`_compile`)."""
+    """Probe: :func:`_probe_cases`, with the kernels those cases launched, chosen for compiling
+    (:func:`_for_compiling`), beside them: the check judges the cases first and compiles only
+    an answer they pass (:func:`_compiled`), so a wrong answer costs no compile."""
     cases = [_counted_call(fn, kind, tuple(spec)) for spec in specs]
     launches = [launch for one in cases for launch in one.pop("launches", [])]
-    return {"cases": cases, "compiled": _compile(launches)}
+    return {"cases": cases, "launches": _for_compiling(launches)}
+
+
+def _probe_compile(fn, launches: list) -> dict:
+    """Probe: ``launches`` (recorded by an earlier probe of the same answer) compiled for sm_90
+    and sm_80 where the answer lives (:func:`_compile`: a fresh process, sandboxed like the
+    student's kernel: re-creating a kernel runs its ``def``)."""
+    return _compile(launches)
+
+
+def _compiled(fn, launches: list, name: str) -> dict:
+    """The compile results of ``launches`` (plain data), through the student's handle ``fn``."""
+    return call_student(fn.probe, _probe_compile, launches, name=f"{name} (compiled)")
 
 
 def _describe_config(config) -> dict:
@@ -542,11 +555,20 @@ def _probe_matmul_configs(matmul, specs: list) -> dict:
     result: dict = {"call": {"ok": True, "value": None}, "configs": described, "runs": []}
     if ok:
         launches = []
-        for config in configs[:MAX_GPU_CONFIGS]:
+        for i, config in enumerate(configs[:MAX_GPU_CONFIGS]):
             runs = [_counted_call(matmul, "matmul", tuple(spec), config=config) for spec in specs]
-            launches += [launch for one in runs for launch in one.pop("launches", [])]
+            for one in runs:
+                recorded = one.pop("launches", [])
+                # every config compiled in float16 (the GPU's dtype for a matmul); float32 for
+                # the first config only: the precision of its tl.dot is the code's, not the
+                # config's, and each compile costs seconds
+                launches += [
+                    launch
+                    for launch in recorded
+                    if i == 0 or "*fp32" not in launch.get("signature", {}).values()
+                ]
             result["runs"].append(runs)
-        result["compiled"] = _compile(launches)
+        result["launches"] = _for_compiling(launches)
     return result
 
 
@@ -936,7 +958,7 @@ def check_bias_gelu(bias_gelu) -> None:
     )
     for spec, one in zip(BIAS_GELU_CASES, got["cases"]):
         _judge_bias_gelu(spec, one)
-    facts = _judge_compiled("bias_gelu", got["compiled"])
+    facts = _judge_compiled("bias_gelu", _compiled(fn, got["launches"], "bias_gelu"))
     passed(
         f"bias_gelu: {len(BIAS_GELU_CASES)} shapes, one launch each, x read once, only the "
         f"output stored, every lane in bounds; {facts}"
@@ -1095,7 +1117,7 @@ def check_softmax_rows(softmax_rows) -> None:
     )
     for spec, one in zip(SOFTMAX_CASES, got["cases"]):
         _judge_softmax(spec, one)
-    facts = _judge_compiled("softmax_rows", got["compiled"])
+    facts = _judge_compiled("softmax_rows", _compiled(fn, got["launches"], "softmax_rows"))
     passed(
         f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4, rows "
         f"spread wide), each row read once; {facts}"
@@ -1301,7 +1323,7 @@ def check_matmul(matmul) -> None:
     ran = _judge_gpu_configs(found)
     facts = _judge_compiled(
         "matmul (your GPU configs)",
-        found.get("compiled", {}),
+        _compiled(fn, found.get("launches", []), "matmul (your GPU configs)"),
         float32_exact=True,
         every_variant=False,
     )
@@ -1515,7 +1537,9 @@ def check_attention_forward(attention_forward) -> None:
     )
     for spec, one in zip(ATTENTION_CASES, got["cases"]):
         _judge_attention(spec, one)
-    facts = _judge_compiled("attention_forward", got["compiled"])
+    facts = _judge_compiled(
+        "attention_forward", _compiled(fn, got["launches"], "attention_forward")
+    )
     passed(
         f"attention_forward: {len(ATTENTION_CASES)} shapes, only the output stored, no L x S "
         f"tensor, k and v read once per block of queries; {facts}"
