@@ -17,10 +17,23 @@ floating-point tensors its torch operations create: an ``L x S`` score matrix ma
 is seen there, one written by a kernel into a scratch tensor in its stores (and the scratch
 tensor's allocation).
 
+The visible cases are hand-picked edges; the hidden checks add cases drawn (seeded) from each
+statement's whole domain (:func:`draw_cases`: sizes no block divides, every stride and layout,
+extreme values, the largest sizes allowed).
+
 ``triton.autotune`` cannot time configs under the interpreter ("0 active drivers"), so while a
-probe runs a kernel on CPU tensors, every autotuned kernel runs one of its configs (the first
-by default; :func:`_probe_matmul_configs` tries each) without timing anything; on CUDA tensors
-the autotuner works as usual, and the ``_cuda`` checks record how many configs it had.
+probe runs a kernel on CPU tensors, every autotuned kernel runs one config without timing
+anything: its own first one, or one of the student's GPU configs (``matmul_configs(True)``),
+each of which :func:`_probe_matmul_configs` runs in turn; on CUDA tensors the autotuner works
+as usual, and the ``_cuda`` checks record how many configs it had.
+
+**Compiled.** Every kernel a visible check launches is recorded
+(:func:`grader.runtime.triton_compile.record_launches`) and, once the cases have passed,
+compiled for sm_90 and sm_80 in a fresh process by a second probe (:func:`_probe_compile`,
+judged by :func:`_judge_compiled`): the compiler's rejections fail, a block no GPU could
+launch fails (for autotune configs: only when none fits), a float32 ``tl.dot`` of the matmul
+must be float32-accurate (its TTIR precision), and the pass message gives the compiled
+registers, spills, shared memory and occupancy.
 
 The ``_cuda`` checks run each function on CUDA tensors of realistic sizes: values, and the
 kernel's time against torch's for the same operation (``torch.utils.benchmark``, medians of
