@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from grader.grading import grading, pipeline, sandbox
-from grader.tools import demo
+from grader.tools import demo, samples
 
 
 def _cmd_release(args) -> int:
@@ -207,6 +207,7 @@ def _cmd_demo(args) -> int:
         keep=args.keep,
         feedback=not args.no_feedback,
         options=_grading_options(args),
+        kind=args.sample_class,
     )
     print()
     print(demo.format_table(results))
@@ -388,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback step")
+    p.add_argument(
+        "--class", dest="sample_class", choices=samples.CLASSES, default="full",
+        help="full: every sample (default); core: the reference, the blank copy and one mistake "
+        "and one correct alternative per exercise (what the default test command grades)",
+    )  # fmt: skip
     _add_grading_arguments(p)
     p.set_defaults(func=_cmd_demo, cpu_ok=True)
 

@@ -26,6 +26,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 XDIST_GROUPS = {
     "test_pipeline.py": "classes",
     "test_scale.py": "classes",
+    "test_whole_class.py": "classes",
 }
 #: Finer than a module: the tests of a module that use one of its module-scoped fixtures, which
 #: then runs on that group's worker only. A fresh clone's run on 2026-11-26 (1621 passed) took

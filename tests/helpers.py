@@ -197,3 +197,40 @@ def headless_chromium(artifacts: Path, script_timeout_s: float | None = None) ->
         yield driver
     finally:
         driver.quit()
+
+
+def run_demo(root: Path, kind: str) -> dict:
+    """Run ``python -m grader demo --class KIND --jobs 2`` as an instructor runs it, keeping its
+    folder under ``root``.
+
+    Returns:
+        ``proc`` (the finished process), ``work`` (the kept working folder) and ``cells``
+        ((student, assignment) -> the result's JSON row).
+    """
+    import json
+    import subprocess
+    import sys
+
+    work, report = root / "work", root / "demo.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "demo",
+            "--class",
+            kind,
+            "--jobs",
+            "2",
+            "--keep",
+            str(work),
+            "--json",
+            str(report),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=course.REPO,
+    )
+    data = json.loads(report.read_text()) if report.is_file() else {"results": []}
+    cells = {(r["student"], r["assignment"]): r for r in data["results"]}
+    return {"proc": proc, "work": work, "cells": cells}

@@ -3,7 +3,6 @@
 refusals, feedback and CSV export. Slow (minutes): it runs nbgrader autograde."""
 
 import csv
-import json
 import subprocess
 import sys
 
@@ -14,42 +13,19 @@ from grader.grading import pipeline
 from grader.runtime import course
 from grader.tools import samples
 
-from .helpers import autograde_flags
+from .helpers import autograde_flags, run_demo
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the module fixture grades a class
 GPU = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """`python -m grader demo` run once, as an instructor runs it, keeping its folder.
-
-    Two submissions at a time. The class has 250 notebooks since issue 35 (12_triton's about 70,
-    each compiling its kernels): it ran past 40 minutes on a loaded 2-core machine on 2026-11-27,
-    so the limit is 70 minutes (CI's whole run has 90)."""
-    root = tmp_path_factory.mktemp("demo")
-    work, report = root / "work", root / "demo.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grader",
-            "demo",
-            "--jobs",
-            "2",
-            "--keep",
-            str(work),
-            "--json",
-            str(report),
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        cwd=course.REPO,
-        timeout=4200,
-    )
-    data = json.loads(report.read_text()) if report.is_file() else {"results": []}
-    cells = {(r["student"], r["assignment"]): r for r in data["results"]}
-    return {"proc": proc, "work": work, "cells": cells}
+    """`python -m grader demo --class core` run once, as an instructor runs it, keeping its folder:
+    per assignment the reference, the blank copy, and one mistake and one correct alternative per
+    exercise (52 notebooks; the whole class is `tests/test_whole_class.py`, marker
+    `whole_class`). Two submissions at a time."""
+    return run_demo(tmp_path_factory.mktemp("demo"), "core")
 
 
 def test_demo_exits_zero_and_prints_the_table(demo):
@@ -80,7 +56,9 @@ def test_blank_copy_gets_zero(demo, aid):
 def test_every_mistake_loses_exactly_its_points_and_every_alternative_gets_full_marks(demo, aid):
     reference = demo["cells"][("reference", aid)]
     students = [
-        st for st in samples.demo_class([aid]) if st.name.startswith(("mistakes_", "alternative_"))
+        st
+        for st in samples.demo_class([aid], "core", GPU)
+        if st.name.startswith(("mistakes_", "alternative_"))
     ]
     assert any(s.name.startswith("mistakes_") for s in students) and any(
         s.name.startswith("alternative_") for s in students
@@ -98,12 +76,22 @@ def test_every_mistake_loses_exactly_its_points_and_every_alternative_gets_full_
             assert r["score"] == reference["score"]
 
 
-def test_every_sample_was_graded_by_nbgrader(demo):
-    graded = {name for st in samples.demo_class() for name in st.samples}
-    expected = {
+def test_the_core_class_has_a_mistake_and_an_alternative_for_every_exercise(demo):
+    """What the default test command proves: every exercise with samples has one mistake and one
+    correct alternative graded by nbgrader (the whole class: `tests/test_whole_class.py`)."""
+    graded = {name for st in samples.demo_class(kind="core", gpu=GPU) for name in st.samples}
+    assert graded <= {
         f"{aid}/{s.name}" for aid in course.assignments() for s in samples.load_samples(aid)
     }
-    assert graded == expected
+    for aid in course.assignments():
+        mine = [s for s in samples.load_samples(aid) if f"{aid}/{s.name}" in graded]
+        for exercise in {cell for s in samples.load_samples(aid) for cell in s.cells}:
+            kinds = {s.is_mistake for s in samples.load_samples(aid) if exercise in s.cells}
+            assert kinds <= {s.is_mistake for s in mine if exercise in s.cells}, (aid, exercise)
+        assert {st.name for st in samples.demo_class([aid], "core", GPU)} >= {"reference", "blank"}
+    assert {(r[0], r[1]) for r in demo["cells"]} == {
+        (st.name, aid) for st in samples.demo_class(kind="core", gpu=GPU) for aid in st.notebooks
+    }
 
 
 def test_feedback_and_csv_export(demo):

@@ -52,6 +52,7 @@ def run_demo(
     feedback: bool = True,
     progress: bool = True,
     options: grading.GradingOptions | None = None,
+    kind: str = "full",
 ) -> list[DemoResult]:
     """Run the instructor flow on the sample class and compare every score with its expectation.
 
@@ -62,6 +63,8 @@ def run_demo(
         progress: Show progress bars.
         options: How to grade (default: this machine's defaults; CUDA-only cells accepted
             as 0 without a GPU).
+        kind: Which sample class (:data:`grader.tools.samples.CLASSES`): ``"full"``, every
+            sample; ``"core"``, one mistake and one alternative per exercise.
 
     Returns:
         One :class:`DemoResult` per student and assignment.
@@ -78,7 +81,7 @@ def run_demo(
             shutil.rmtree(work)
         work.mkdir(parents=True)
     try:
-        students = samples.demo_class(ids)
+        students = samples.demo_class(ids, kind, gpu)
         samples.write_class(students, work / "submitted")
         outcomes = pipeline.autograde(
             work / "submitted",

@@ -201,13 +201,59 @@ def _pack(samples: list[Sample]) -> list[list[Sample]]:
     return groups
 
 
-def demo_class(assignments: list[str] | None = None) -> list[Student]:
+def core_samples(samples: list[Sample], gpu: bool = False) -> list[Sample]:
+    """One mistake and one correct alternative per exercise: the samples of the core class.
+
+    For each exercise (solution grade id) the first mistake, in file order, that fails a test
+    cell on this kind of machine (``gpu``), else the first mistake; and the first correct
+    alternative. A sample that answers several exercises counts for each of them.
+
+    Args:
+        samples: An assignment's samples (:func:`load_samples`).
+        gpu: Whether the grading machine has a CUDA GPU.
+
+    Returns:
+        The chosen samples, in file order, without repeats.
+    """
+    chosen: list[Sample] = []
+    mistakes = [s for s in samples if s.is_mistake]
+    exercises = list(dict.fromkeys(cell for s in samples for cell in s.cells))
+    for exercise in exercises:
+        answers = [s for s in mistakes if exercise in s.cells]
+        visible = [s for s in answers if s.expected_failures(gpu)]
+        for pick in (visible or answers)[:1] + [
+            s for s in samples if not s.is_mistake and exercise in s.cells
+        ][:1]:
+            if pick not in chosen:
+                chosen.append(pick)
+    return [s for s in samples if s in chosen]
+
+
+#: The sample classes ``python -m grader demo --class`` grades: ``full``, every sample of every
+#: assignment; ``core``, per assignment the reference, the blank copy and one mistake and one
+#: correct alternative per exercise (:func:`core_samples`), what the default test command grades.
+CLASSES = ("full", "core")
+
+
+def demo_class(
+    assignments: list[str] | None = None, kind: str = "full", gpu: bool = False
+) -> list[Student]:
     """The sample class: ``reference``, ``blank``, ``mistakes_N`` and ``alternative_N``.
 
     Mistakes are packed so that each ``mistakes_N`` student makes at most one mistake per
     exercise (and each mistake's effect stays visible); the same for correct
     alternatives. This keeps the number of nbgrader runs small.
+
+    Args:
+        assignments: Assignments to include (default: all).
+        kind: ``"full"`` (every sample) or ``"core"`` (:func:`core_samples`).
+        gpu: Whether the grading machine has a CUDA GPU (which mistakes ``core`` picks).
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`CLASSES`.
     """
+    if kind not in CLASSES:
+        raise ValueError(f"unknown sample class {kind!r}: choose one of {', '.join(CLASSES)}")
     assignments = assignments or course.assignments()
     students: dict[str, Student] = {}
 
@@ -223,6 +269,8 @@ def demo_class(assignments: list[str] | None = None) -> list[Student]:
         blank.notebooks[aid] = build_submission(aid, None, blank=True)
         blank.expected[aid] = {"cpu": set(all_tests), "gpu": set(all_tests)}
         samples = load_samples(aid)
+        if kind == "core":
+            samples = core_samples(samples, gpu)
         for prefix, chosen in (
             ("mistakes", [s for s in samples if s.is_mistake]),
             ("alternative", [s for s in samples if not s.is_mistake]),
