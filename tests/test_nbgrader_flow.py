@@ -20,7 +20,7 @@ import torch
 from nbgrader.api import Gradebook
 from nbgrader.utils import get_username
 
-from grader.checks.common import GRADING_ENV
+from grader.checks.common import CUDA_SUFFIX, GRADING_ENV
 from grader.grading.config import COURSE_ID
 from grader.runtime import course
 from grader.tools import samples
@@ -113,50 +113,142 @@ def test_the_student_fetches_feedback(flow):
 
 # ------------------------------------------------------- an nbgrader course that is not ours
 FOREIGN_COURSE = "an-existing-course"
+#: The students of that course, each with a submission of every assignment: the blank copy, the
+#: reference solution and ``alternative_1`` of the sample class (``samples.demo_class``: one
+#: correct sample of each exercise that has one, written differently from the reference).
+FOREIGN_STUDENTS = ("blank", "reference", "alternative_1")
 
 
-@pytest.fixture(scope="module")
-def foreign(tmp_path_factory):
-    """Every notebook added to an nbgrader course of the instructor's own, with a minimal
-    configuration (none of the course's preprocessors: test cells run in the student's kernel,
-    as plain nbgrader does), then a blank student copy of each autograded by plain ``nbgrader
-    autograde``. The blank copies' teaching demos (cells tagged ``demo``, which define nothing a
-    later cell reads: tests/test_release.py) are emptied, to keep the run short."""
-    root = tmp_path_factory.mktemp("foreign")
+def foreign_course(root: Path, assignments: list[str], sources: dict[str, Path] | None = None):
+    """Grade ``FOREIGN_STUDENTS``' submissions of ``assignments`` in an nbgrader course of an
+    instructor's own at ``root``, with a minimal configuration: none of the course's
+    preprocessors, so test cells run in the student's kernel and nbgrader scores them from their
+    outputs, as plain nbgrader does. The only setting beside the course's id and root is the cell
+    timeout the README tells such an instructor to set (nbgrader's default of 30 s would cut the
+    checks that start ranks or compile). Each submission's teaching demos (cells tagged ``demo``,
+    which define nothing a later cell reads: tests/test_release.py) are emptied, to keep the run
+    short. One ``nbgrader autograde`` grades every assignment (its id is a glob).
+
+    Args:
+        root: An empty folder: the course's root.
+        assignments: Assignment ids of this course.
+        sources: More assignments, id -> source folder, graded the same way but for the
+            ``reference`` student only, who submits the source as it is (a self-test's).
+
+    Returns:
+        The autograde's completed process (not checked: a notebook whose kernel died leaves
+        its grades empty and the command exits 1 after grading the others).
+    """
+    from grader.grading.config import CELL_TIMEOUT_S
+
     (root / "nbgrader_config.py").write_text(
         "c = get_config()\n"
         f"c.CourseDirectory.course_id = {FOREIGN_COURSE!r}\n"
         f"c.CourseDirectory.root = {str(root)!r}\n"
+        f"c.Execute.timeout = {CELL_TIMEOUT_S}\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_CONFIG_PATH", GRADING_ENV)}
     env["JUPYTER_CONFIG_DIR"] = str(root / "jupyter-config")  # no user-wide nbgrader settings
     # as in an activated environment: nbgrader runs `alembic` for its gradebook
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for aid in course.assignments():
+    # the checks import the course (step 1 of the README's recipe: pip install -e)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(course.REPO), env.get("PYTHONPATH")]))
+    submissions: dict[tuple[str, str], nbformat.NotebookNode] = {}
+    for aid in assignments:
         shutil.copytree(course.source_path(aid).parent, root / "source" / aid)
+        for st in samples.demo_class([aid]):
+            if st.name in FOREIGN_STUDENTS:
+                submissions[st.name, aid] = st.notebooks[aid]
+    for aid, folder in (sources or {}).items():
+        shutil.copytree(folder, root / "source" / aid)
+        submissions["reference", aid] = nbformat.read(str(folder / f"{aid}.ipynb"), as_version=4)
+    for aid in [*assignments, *(sources or {})]:
         _nbgrader("generate_assignment", aid, "--force", cwd=root, env=env)
-        blank = samples.build_submission(aid, None, blank=True)
-        for cell in blank.cells:
+    for (student, aid), nb in submissions.items():
+        for cell in nb.cells:
             if course.DEMO_TAG in cell.metadata.get("tags", []):
                 cell.source = "# a teaching demo, emptied for this test"
-        folder = root / "submitted" / "blank" / aid
+        folder = root / "submitted" / student / aid
         folder.mkdir(parents=True)
-        nbformat.write(blank, str(folder / f"{aid}.ipynb"))
-        _nbgrader("autograde", aid, "--force", cwd=root, env=env)
-    return root
+        nbformat.write(nb, str(folder / f"{aid}.ipynb"))
+    return subprocess.run(
+        [NBGRADER, "autograde", "*", "--force"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
 
 
-@pytest.mark.timeout(2400)
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory):
+    """Every notebook added to an nbgrader course of the instructor's own (``foreign_course``):
+    a blank copy, the reference and a correct alternative of each, autograded by plain
+    ``nbgrader autograde``."""
+    root = tmp_path_factory.mktemp("foreign")
+    proc = foreign_course(root, course.assignments())
+    return {"root": root, "proc": proc}
+
+
+def _foreign_grades(foreign, aid: str, student: str) -> dict[str, tuple[float, float]]:
+    """Grade id -> (score, max score) of one graded submission of the foreign course."""
+    root = foreign["root"]
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", FOREIGN_COURSE) as gb:
+        try:
+            sub = gb.find_submission_notebook(aid, aid, student)
+        except Exception as exc:  # noqa: BLE001 - MissingEntry: say why there is none
+            log = foreign["proc"].stdout[-3000:] + foreign["proc"].stderr[-3000:]
+            raise AssertionError(f"{student}/{aid} was not graded ({exc}):\n{log}") from None
+        return {g.name: (g.score, g.max_score) for g in sub.grades if g.cell_type == "code"}
+
+
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("aid", course.assignments())
 def test_a_blank_notebook_scores_zero_under_any_nbgrader_configuration(foreign, aid):
     """nbgrader sets NBGRADER_EXECUTION=autograde for every autograde: a CUDA check that could
     not run scores 0 there too, whatever the configuration, and so does every other check of a
     blank notebook."""
-    with Gradebook(f"sqlite:///{foreign / 'gradebook.db'}", FOREIGN_COURSE) as gb:
-        scores = {s.student.id: (s.score, s.max_score) for s in gb.assignment_submissions(aid)}
-    score, max_score = scores["blank"]
+    grades = _foreign_grades(foreign, aid, "blank")
+    score, max_score = sum(s for s, _ in grades.values()), sum(m for _, m in grades.values())
     assert max_score > 0 and score == 0, f"{aid}: a blank notebook scored {score}/{max_score}"
     if not torch.cuda.is_available():
-        graded = (foreign / "autograded" / "blank" / aid / f"{aid}.ipynb").read_text()
+        graded = (foreign["root"] / "autograded" / "blank" / aid / f"{aid}.ipynb").read_text()
         if any(t.needs_cuda for t in course.test_cells(course.read(course.source_path(aid)))):
             assert "NotCheckedWithoutCuda" in graded and "scores 0" in graded
+
+
+def assert_every_point(root: Path, aid: str, student: str, grades: dict) -> None:
+    """Require every graded cell of ``student``'s ``aid`` in the foreign course at ``root`` to
+    score its points, but a CUDA cell on a machine without a GPU, which scores 0 (its check raises
+    NotCheckedWithoutCuda under any autograde). A cell that lost points is named with what it
+    wrote to stderr or raised: under plain nbgrader one line on stderr costs a cell its points
+    (``nbgrader.utils.determine_grade``)."""
+    nb = nbformat.read(str(root / "autograded" / student / aid / f"{aid}.ipynb"), as_version=4)
+    gpu = torch.cuda.is_available()
+    wrong = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            continue
+        grade_id = meta["grade_id"]
+        score, max_score = grades[grade_id]
+        expected = 0 if grade_id.endswith(CUDA_SUFFIX) and not gpu else max_score
+        if score != expected:
+            said = [
+                f"stderr: {o.text.strip()[-800:]}"
+                for o in cell.outputs
+                if o.output_type == "stream" and o.name == "stderr"
+            ] + [
+                f"{o.ename}: {o.evalue[-800:]}" for o in cell.outputs if o.output_type == "error"
+            ]  # fmt: skip
+            wrong.append(
+                f"{grade_id}: {score}/{max_score}, expected {expected}\n  " + "\n  ".join(said)
+            )
+    assert not wrong, f"{student}/{aid} under plain nbgrader:\n" + "\n".join(wrong)
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("student", ["reference", "alternative_1"])
+@pytest.mark.parametrize("aid", course.assignments())
+def test_a_correct_answer_gets_every_point_under_any_nbgrader_configuration(foreign, aid, student):
+    """The reference and a correct alternative of each assignment, graded by plain nbgrader,
+    which scores a cell 0 when it writes anything to stderr: no check, demo helper or rank
+    launcher a test cell calls writes there for a correct answer (grader.runtime.quiet)."""
+    assert_every_point(foreign["root"], aid, student, _foreign_grades(foreign, aid, student))

@@ -60,3 +60,10 @@ def test_show_prints_on_stdout_and_nested_blocks_restore_their_own(capfd):
     out = capfd.readouterr()
     assert inner.text == "inner\n" and outer.text == "outer\n"
     assert out.err == "" and "outer" in out.out and "inner" not in out.out
+
+
+def test_show_on_error_false_drops_the_text_of_a_failure(capfd):
+    with pytest.raises(RuntimeError), captured_stderr(show_on_error=False) as out:
+        os.write(2, b"partial graph\n")
+        raise RuntimeError("export failed")
+    assert out.text == "partial graph\n" and capfd.readouterr() == ("", "")

@@ -56,6 +56,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from grader.runtime.quiet import captured_stderr
+
 
 class RanksFailed(RuntimeError):
     """A rank raised, crashed or did not finish in time (the message says which and why)."""
@@ -380,20 +382,34 @@ def _start_ranks(fn, world_size, args, backend, timeout_s, start_method) -> list
         fn = portable(fn)
         args = tuple(portable(a) for a in args)
     tmp = tempfile.mkdtemp(prefix="gpu-course-ranks-")
+    # What the ranks and torch's launcher write to stderr (a rank's warnings, "Terminating
+    # process ... via signal SIGTERM" when one fails) is shown on stdout: plain nbgrader scores
+    # a test cell with any stderr output 0 (grader.runtime.quiet).
     try:
-        with warnings.catch_warnings():
-            # Python 3.12+ warns that fork() in a multi-threaded process (a Jupyter kernel)
-            # may deadlock; the ranks touch no lock the kernel's threads hold, and the
-            # deadline below ends any run that does hang.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            context = mp.start_processes(
-                _rank_main,
-                args=(fn, world_size, backend, os.path.join(tmp, "store"), tmp, timeout_s, args),
-                nprocs=world_size,
-                join=False,
-                start_method=start_method,
+        with captured_stderr(show=True, label="the rank processes"):
+            with warnings.catch_warnings():
+                # Python 3.12+ warns that fork() in a multi-threaded process (a Jupyter kernel)
+                # may deadlock; the ranks touch no lock the kernel's threads hold, and the
+                # deadline below ends any run that does hang.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                context = mp.start_processes(
+                    _rank_main,
+                    args=(
+                        fn,
+                        world_size,
+                        backend,
+                        os.path.join(tmp, "store"),
+                        tmp,
+                        timeout_s,
+                        args,
+                    ),
+                    nprocs=world_size,
+                    join=False,
+                    start_method=start_method,
+                )
+            _join(
+                context, world_size, time.monotonic() + timeout_s, f"{world_size} {backend} ranks"
             )
-        _join(context, world_size, time.monotonic() + timeout_s, f"{world_size} {backend} ranks")
         return [
             torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False)
             for r in range(world_size)
@@ -459,14 +475,17 @@ def spawn_script(
     script = str(Path(script).resolve())
     if not os.path.isfile(script):
         raise FileNotFoundError(f"no script at {script}: run the cell that writes it first")
-    context = mp.start_processes(
-        _script_main,
-        args=(script, function, world_size, config),
-        nprocs=world_size,
-        join=False,
-        start_method="spawn",
-    )
-    _join(context, world_size, time.monotonic() + timeout_s, f"{Path(script).name} with mp.spawn")
+    with captured_stderr(show=True, label="the rank processes"):  # as in run_ranks
+        context = mp.start_processes(
+            _script_main,
+            args=(script, function, world_size, config),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
+        )
+        _join(
+            context, world_size, time.monotonic() + timeout_s, f"{Path(script).name} with mp.spawn"
+        )
 
 
 def torchrun_command(script: str | Path, nproc: int, *script_args: str) -> list[str]:

@@ -64,19 +64,24 @@ def _stderr_handlers(streams: tuple) -> list[logging.StreamHandler]:
 
 
 @contextlib.contextmanager
-def captured_stderr(*, show: bool = False, label: str = "") -> Iterator[Captured]:
+def captured_stderr(
+    *, show: bool = False, show_on_error: bool = True, label: str = ""
+) -> Iterator[Captured]:
     """Inside the block, send everything written to stderr to a temporary file: file descriptor
     2 (C and C++ code, child processes started inside the block), ``sys.stderr`` (Python's
     warnings among it) and the logging handlers that write to stderr.
 
     Args:
         show: Also print the text on stdout when the block succeeds (it is dropped otherwise).
+        show_on_error: Print the text on stdout when the block raises (False: drop it then too,
+            for diagnostics that the exception itself replaces).
         label: Names what wrote the text when it is printed (``"the rank processes"``).
 
     Yields:
         A :class:`Captured` whose ``text`` holds what was written, once the block has ended.
         When the block raises, the text (if any) is printed on stdout before the exception goes
-        on, so that a failure keeps its explanation; the exception itself is never swallowed.
+        on (unless ``show_on_error`` is False), so that a failure keeps its explanation; the
+        exception itself is never swallowed.
     """
     captured = Captured()
     old_stderr = sys.stderr
@@ -116,6 +121,6 @@ def captured_stderr(*, show: bool = False, label: str = "") -> Iterator[Captured
             text_stream.close()
             tmp.seek(0)
             captured.text = tmp.read().decode("utf-8", "replace")
-            if captured.text.strip() and (failed or show):
+            if captured.text.strip() and (show_on_error if failed else show):
                 who = label or "torch and the processes it started"
                 print(f"[what {who} wrote to stderr]\n{captured.text.rstrip()}", flush=True)
