@@ -177,13 +177,80 @@ def foreign_course(root: Path, assignments: list[str], sources: dict[str, Path] 
     )  # fmt: skip
 
 
+#: A synthetic assignment graded with the others (``foreign_course``'s ``sources``): its test
+#: cells pass their assertions, then write to stderr, as a check that lets torch, Kineto or a
+#: launcher write there would (``_stderr_selftest``).
+SELFTEST = "00_stderr_selftest"
+_SELFTEST_CELLS = {
+    "test_writes_to_fd_2": (
+        "import os\n\nfrom grader.checks.common import passed\n\n"
+        "assert answer() == 42\n"
+        'passed("answer() is 42")\n'
+        'os.write(2, b"USDT: SyncActivityProfilerHandler.cpp:39] profiler_start\\n")  # as C++ does\n'
+    ),
+    "test_torch_logs_a_warning": (
+        "import logging\n\nimport torch\n\nfrom grader.checks.common import passed\n\n"
+        "assert answer() == 42\n"
+        'passed("answer() is 42")\n'
+        'logging.getLogger("torch.multiprocessing.spawn").warning("Terminating process 1 via signal SIGTERM")\n'
+    ),
+    "test_stderr_captured": (
+        "import logging\nimport os\nimport subprocess\nimport sys\nimport warnings\n\n"
+        "import torch\n\n"
+        "from grader.checks.common import passed\n"
+        "from grader.runtime.quiet import captured_stderr\n\n"
+        "with captured_stderr():\n"
+        "    assert answer() == 42\n"
+        '    os.write(2, b"USDT: SyncActivityProfilerHandler.cpp:39] profiler_start\\n")\n'
+        '    logging.getLogger("torch.multiprocessing.spawn").warning("Terminating process 1")\n'
+        '    warnings.warn("a RuntimeWarning", RuntimeWarning, stacklevel=1)\n'
+        '    print("from Python", file=sys.stderr)\n'
+        "    subprocess.run([sys.executable, '-c', 'import sys; sys.stderr.write(\"a rank\\\\n\")'])\n"
+        'passed("answer() is 42")\n'
+    ),
+}
+
+
+def _stderr_selftest(folder: Path) -> Path:
+    """Write the source of :data:`SELFTEST` into ``folder``; return ``folder``. One exercise
+    (``answer`` returns 42) and three test cells of a point each, all of which pass their
+    assertions: the first writes one line to file descriptor 2, the second logs a warning
+    through torch's logging handler, the third does both and more inside
+    :func:`grader.runtime.quiet.captured_stderr`."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "display_name": "Python 3",
+        "language": "python",
+        "name": "python3",
+    }
+    meta = {"locked": False, "schema_version": 3, "task": False}
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "def answer():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n",
+            id="answer",
+            metadata={"nbgrader": {**meta, "grade": False, "grade_id": "answer", "solution": True}},
+        )
+    )
+    for grade_id, code in _SELFTEST_CELLS.items():
+        test = {**meta, "grade": True, "grade_id": grade_id, "points": 1, "solution": False}
+        nb.cells.append(
+            nbformat.v4.new_code_cell(
+                code, id=grade_id, metadata={"nbgrader": {**test, "locked": True}}
+            )
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(folder / f"{SELFTEST}.ipynb"))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory):
     """Every notebook added to an nbgrader course of the instructor's own (``foreign_course``):
-    a blank copy, the reference and a correct alternative of each, autograded by plain
-    ``nbgrader autograde``."""
+    a blank copy, the reference and a correct alternative of each, and the stderr self-test
+    (:data:`SELFTEST`), autograded by one plain ``nbgrader autograde``."""
     root = tmp_path_factory.mktemp("foreign")
-    proc = foreign_course(root, course.assignments())
+    selftest = _stderr_selftest(tmp_path_factory.mktemp("selftest") / SELFTEST)
+    proc = foreign_course(root, course.assignments(), {SELFTEST: selftest})
     return {"root": root, "proc": proc}
 
 
@@ -252,3 +319,23 @@ def test_a_correct_answer_gets_every_point_under_any_nbgrader_configuration(fore
     which scores a cell 0 when it writes anything to stderr: no check, demo helper or rank
     launcher a test cell calls writes there for a correct answer (grader.runtime.quiet)."""
     assert_every_point(foreign["root"], aid, student, _foreign_grades(foreign, aid, student))
+
+
+def test_a_check_that_writes_one_line_to_stderr_fails_the_correct_answer_test(foreign):
+    """The self-test of the test above: under plain nbgrader, a test cell whose assertions pass
+    but which writes one line to file descriptor 2 (as Kineto does), or whose torch logs one
+    warning (as ``torch.multiprocessing`` does when it stops a rank), scores 0, and
+    ``assert_every_point`` names it with that line; the same writes inside
+    ``captured_stderr`` cost nothing."""
+    grades = _foreign_grades(foreign, SELFTEST, "reference")
+    assert grades == {
+        "test_writes_to_fd_2": (0, 1),
+        "test_torch_logs_a_warning": (0, 1),
+        "test_stderr_captured": (1, 1),
+    }
+    with pytest.raises(AssertionError) as failed:
+        assert_every_point(foreign["root"], SELFTEST, "reference", grades)
+    message = str(failed.value)
+    assert "test_writes_to_fd_2: 0.0/1.0, expected 1.0\n  stderr: USDT: " in message
+    assert "test_torch_logs_a_warning: 0.0/1.0" in message and "via signal SIGTERM" in message
+    assert "test_stderr_captured" not in message
