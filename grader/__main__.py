@@ -12,6 +12,7 @@ Commands:
   verify-gpu  prove the course on a lent GPU in three parts of under 9 minutes each
   merge       merge the working folders of shards graded apart into one gradebook
   hub         start the course on JupyterHub on loopback for a demo class (--demo)
+  mutants     mutation testing of an assignment's graders: which wrong answers get full marks
 
 Exit status: 0 on success, 1 when a check or a grading step failed, 2 for usage errors
 and refusals (e.g. grading CUDA checks on a machine without a GPU).
@@ -223,6 +224,41 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_mutants(args) -> int:
+    import time
+
+    from grader.tools import mutants
+
+    if args.jobs < 1 or (args.limit is not None and args.limit < 0):
+        raise pipeline.PipelineError("--jobs must be at least 1 and --limit at least 0")
+    command = " ".join(
+        ["python -m grader mutants --assignment", args.assignment]
+        + [f"--exercise {e}" for e in args.exercise or []]
+        + [f"--jobs {args.jobs}"]
+        + ([f"--limit {args.limit}"] if args.limit is not None else [])
+    )
+    started = time.monotonic()
+    try:
+        results = mutants.run(
+            args.assignment, args.exercise, jobs=args.jobs, limit=args.limit,
+            timeout_s=args.timeout, fresh=args.fresh, work=args.work,
+        )  # fmt: skip
+    except mutants.MissingDependency as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    wall = time.monotonic() - started
+    report, holes = mutants.write_report(
+        args.assignment, results, wall_s=wall, jobs=args.jobs, command=command,
+        report=args.report,
+    )  # fmt: skip
+    print("\n".join(mutants.summary_lines(results)))
+    print(f"{wall:.0f} s; report: {report}")
+    if holes:
+        print(f"{holes} survivor(s) that no entry of {mutants.EQUIVALENT_FILE} explains (HOLE)")
+        return 1
+    return 0
+
+
 def _cmd_hub(args) -> int:
     from grader.deploy.jupyterhub import hub
 
@@ -370,6 +406,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--student", action="append", help="a student's account (repeatable)")
     p.add_argument("--password", default=None, help="the accounts' password (default: random)")
     p.set_defaults(func=_cmd_hub, cpu_ok=True)
+
+    p = sub.add_parser(
+        "mutants",
+        help="mutation testing of an assignment's graders (writes grader/samples/<id>/MUTANTS.md)",
+    )
+    p.add_argument("--assignment", required=True, help="the assignment, e.g. 12_triton")
+    p.add_argument(
+        "--exercise", action="append", default=None,
+        help="only this exercise (a solution cell's grade id; repeatable; default: all)",
+    )  # fmt: skip
+    p.add_argument("--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
+    p.add_argument(
+        "--limit", type=int, default=None,
+        help="run at most this many not yet cached mutants of each exercise (to estimate)",
+    )  # fmt: skip
+    p.add_argument(
+        "--timeout", type=float, default=None,
+        help="seconds per mutant (default: 6 times the reference's run, at least 30)",
+    )  # fmt: skip
+    p.add_argument("--fresh", action="store_true", help="ignore the cache and run every mutant")
+    p.add_argument(
+        "--work", type=Path, default=None,
+        help="cache folder (default grader/work/mutants/<assignment>)",
+    )  # fmt: skip
+    p.add_argument(
+        "--report", type=Path, default=None,
+        help="the report (default grader/samples/<assignment>/MUTANTS.md)",
+    )  # fmt: skip
+    p.set_defaults(func=_cmd_mutants)
 
     p = sub.add_parser(
         "benchmark", help="time grading a class of sample students, serial vs parallel"

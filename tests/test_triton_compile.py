@@ -23,7 +23,6 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 from triton.language.extra import libdevice  # noqa: E402
-from triton.runtime.errors import InterpreterError  # noqa: E402
 
 from grader.runtime import triton_compile as tcc  # noqa: E402
 from grader.runtime import triton_cpu as tc  # noqa: E402
@@ -255,13 +254,16 @@ def _run_reference_kernels() -> list[dict]:
         reads_a_plain_global[(1,)](twice, BLOCK=64)
         torch.testing.assert_close(twice, 2 * ys)
         # triton.language.extra.libdevice's functions are stubs the compiler replaces with
-        # CUDA's libdevice; the interpreter has nothing for them (tanh returns None in 3.8).
-        # The launch is recorded before it runs, so it is compiled all the same.
+        # CUDA's libdevice; the course's interpreter support runs them (triton_cpu), and the
+        # launch is compiled like any other
         t = torch.randn(1000)
-        with contextlib.suppress(InterpreterError):
-            tanh_kernel[(8,)](t, torch.empty_like(t), 1000, BLOCK=128)
-    assert len(log) == 10  # count_traffic saw every launch, the failed one too
-    assert all(launch.in_bounds for launch in log[:-1])
+        out = torch.empty_like(t)
+        tanh_kernel[(8,)](t, out, 1000, BLOCK=128)
+        torch.testing.assert_close(
+            out, torch.tanh(t * 0.5 * 1.4426950408889634) + math.pi, rtol=1e-6, atol=1e-6
+        )
+    assert len(log) == 10  # count_traffic saw every launch
+    assert all(launch.in_bounds for launch in log)
     return launches
 
 
@@ -495,7 +497,13 @@ def test_arguments_map_to_triton_signature_types():
         1,
     )
     with tcc.record_launches() as launches:
-        arguments_kernel[(1,)](*args, BLOCK=16)
+        try:
+            arguments_kernel[(1,)](*args, BLOCK=16)
+        except Exception as exc:  # noqa: BLE001
+            # triton 3.6's interpreter cannot run a bool argument ("numpy data itemsize (32
+            # bits) exceeds dtype primitive_bitwidth (1 bits)"); the launch is recorded first
+            if "primitive_bitwidth" not in str(exc):
+                raise
     (rec,) = launches
     assert rec["signature"] == {
         "t32": "*fp32",

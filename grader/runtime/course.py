@@ -146,8 +146,9 @@ LESSONS = [
         "Writing GPU kernels with Triton",
         "CUDA's model in Triton's terms (grid, program instances, blocks, masks), a fused "
         "bias + GELU, a row softmax read once, a tiled autotuned matmul with `tl.dot`, online-"
-        "softmax attention, bytes counted in Triton's interpreter, `triton_op` and Inductor's "
-        "generated kernels",
+        "softmax attention and its backward, bytes and races counted in Triton's interpreter, "
+        "registers, shared memory and occupancy from Triton's compiler for an H100 without one, "
+        "`torch.compile`, `triton_op` and Inductor's generated kernels",
         "CPU (Triton interpreter; speed needs a GPU)",
         2,
     ),

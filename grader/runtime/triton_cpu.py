@@ -2,8 +2,9 @@
 
 For the checks and demos of the Triton notebook (issue 27): a student's ``@triton.jit`` kernel
 runs on CPU tensors under Triton's interpreter, and :func:`count_traffic` reports what it did to
-memory: the bytes it loaded and stored, per tensor argument, and every access outside the tensors
-it was given (the "missing mask" mistake), which it reports instead of performing.
+memory: the bytes it loaded and stored, per tensor argument, every access outside the tensors
+it was given (the "missing mask" mistake), which it reports instead of performing, and the
+elements its program instances share without atomics (races, right here and wrong on a GPU).
 
 **Turning the interpreter on, and when it is too late.** ``TRITON_INTERPRET=1`` is not read once
 when ``triton`` is imported: ``@triton.jit`` reads it each time it decorates a function
@@ -57,16 +58,37 @@ load gives ``other``, or 0) and never dereferenced. The tensors' addresses are t
 interpreter sees (``GridExecutor._init_args_hst``'s host copies; for CPU tensors, the tensors
 themselves). ``GridExecutor`` and the builder are restored when the block ends.
 
+**Races between program instances.** The interpreter runs a launch's program instances one
+after another (``GridExecutor.__call__``: ``for x``, ``for y``, ``for z``, each after
+``interpreter_builder.set_grid_idx``), so a kernel whose instances share data without atomics
+gives the right answer here and a wrong one on a GPU, where they run at the same time (a
+FlashAttention backward whose key-block programs each load-add-store into ``dQ``). So
+:func:`count_traffic` also keeps, per launch and tensor argument, which instances loaded and
+stored each element (of the tensor's element size) with plain ``tl.load``/``tl.store``, and
+reports in :attr:`Traffic.races` (:class:`Race`) the elements two instances stored
+(write-write), loaded by an instance after another stored them (read-after-write), or stored by
+one after another loaded them (write-after-read). Not races: atomics (``tl.atomic_add``, ...,
+neither as loads nor as stores); an instance that accesses an element several times by itself;
+accesses in different launches (a launch ends before the next begins); and the plain accesses
+an instance makes after it took a lock with ``tl.atomic_cas`` or ``tl.atomic_xchg`` (taken as
+guarded by it, as in Triton's layer-norm backward tutorial, whether or not the lock is right).
+Not detected: races between lanes or warps of one instance (a block is one numpy operation
+here: no ordering inside an instance, ``tl.debug_barrier`` does nothing), reads of data that
+an atomic of another instance updates, accesses of one memory through two different tensor
+arguments, and memory order (``sem=``, ``scope=``) of atomics.
+
 **What the interpreter can and cannot tell you, against a GPU.** It runs the program instances
 one after another in Python, each over whole numpy blocks, so it gives the values a kernel
 computes, the bytes it asks for, and which lanes reach outside its tensors. It cannot tell: time
 (the interpreter is orders of magnitude slower than a GPU, and not in proportion to a kernel's
 speed on one);
 coalescing, cache hits (L1/L2), shared memory or registers (a load counted here is what the
-kernel requests, not what reaches DRAM: on a GPU, a second read of a row may hit in L2); races
-between program instances (they never run at once here); ``num_warps``, ``num_stages`` and
-other compilation options (ignored); and the precision of ``tl.dot`` on Tensor Cores (here
-``np.matmul`` in the accumulator's dtype, no TF32 rounding: ``create_dot``).
+kernel requests, not what reaches DRAM: on a GPU, a second read of a row may hit in L2); the
+outcome of a race between program instances (they never run at once here: :func:`count_traffic`
+reports the races, see above, but the values computed are those of one order); ``num_warps``,
+``num_stages`` and other compilation options (ignored); the precision of ``tl.dot`` on Tensor
+Cores (here ``np.matmul`` in the accumulator's dtype, no TF32 rounding: ``create_dot``); and the
+last bits of libdevice's transcendental functions (see below).
 ``triton.autotune`` with more than one config fails on the CPU in both versions
 (``Autotuner._bench`` asks ``driver.active`` for a benchmarker: "0 active drivers").
 The interpreter is process-wide state: do not count from two threads at once.
@@ -76,6 +98,19 @@ argument (``for k in range(0, K, BK)``) fails with "only 0-dimensional arrays ca
 Python scalars": its ``tl.tensor.__index__`` is ``int(array of shape (1,))``, which NumPy 2.4
 refuses; triton 3.8 squeezes the array first. :func:`use_interpreter`, :func:`interpreter` and
 :func:`count_traffic` install 3.8's conversion on 3.6 (once per process, nothing on 3.8).
+
+**libdevice.** ``from triton.language.extra import libdevice`` then ``libdevice.tanh(x)`` in a
+kernel fails under the interpreter of both versions ("cannot convert None of type <class
+'NoneType'> to tensor": the module's functions are stubs a GPU compiler replaces;
+:func:`_support_libdevice` says why). :func:`use_interpreter`, :func:`interpreter` and
+:func:`count_traffic` make every libdevice function with a NumPy (or torch, or standard
+library) equivalent run, whichever way it is reached (``libdevice.erf``, a name imported from
+the module, ``tl.extra.cuda.libdevice.exp``), with the argument types, broadcasting and result
+type of CUDA's declarations, and counted like any other kernel; the others (``jn``, ``yn``,
+``rcp64h``, directed roundings of float64 arithmetic: :func:`_libdevice_table`) raise
+:class:`LibdeviceNotSupported` naming the function. Installed once per process; the functions
+are swapped in each launch's own patch scope, so Triton restores them with its own patches
+when the launch ends, and a GPU compiler never sees them.
 
 May import: the standard library, numpy, torch and triton (imported inside functions, so that
 importing this module costs nothing); never :mod:`grader.checks`, :mod:`grader.grading` or
@@ -164,6 +199,59 @@ class OutOfBounds:
         )
 
 
+@dataclass(frozen=True)
+class Race:
+    """Program instances of one launch that accessed the same elements of a tensor argument, one
+    of them with a plain (non-atomic) store: on a GPU they run at the same time, in no set order.
+
+    Attributes:
+        kernel: the kernel's name.
+        tensor: the tensor argument, by the kernel's parameter name (as in
+            :attr:`Traffic.per_tensor`).
+        kind: ``"write-write"`` (two instances stored the element), ``"read-after-write"`` (an
+            instance loaded it after another stored it: here it saw the stored value, on a GPU
+            it may see the old one) or ``"write-after-read"`` (an instance stored it after
+            another loaded it: here the load saw the old value, on a GPU it may see the new one).
+        elements: how many distinct elements of the tensor (of its element size) raced so.
+        example: ``(first, second, offset)``: two such program instances ``(x, y, z)``, in the
+            order the interpreter ran them, and the element, counted in elements from the
+            tensor's first one (its offset in memory, for a strided tensor).
+    """
+
+    kernel: str
+    tensor: str
+    kind: str
+    elements: int
+    example: tuple[tuple[int, int, int], tuple[int, int, int], int]
+
+    def describe(self) -> str:
+        """One sentence for a student."""
+        first, second, offset = self.example
+        where = f"element {offset} of `{self.tensor}`"
+        more = f" ({self.elements} element(s) in all)"
+        if self.kind == "write-write":
+            what = (
+                f"program instances {first} and {second} both stored {where}{more} with a plain "
+                f"store: on a GPU they run at the same time, so which value stays is undefined "
+                f"(a load-add-store loses updates)"
+            )
+        elif self.kind == "read-after-write":
+            what = (
+                f"program instance {second} loaded {where}{more} after instance {first} stored "
+                f"it: here instances run one after another, so it saw the stored value; on a "
+                f"GPU they run at the same time and it may read the old one"
+            )
+        else:
+            what = (
+                f"program instance {second} stored {where}{more} after instance {first} loaded "
+                f"it: here the load saw the old value; on a GPU it may see the new one"
+            )
+        return (
+            f"{self.kernel}: {what}. Use an atomic (tl.atomic_add, tl.atomic_max...) for what "
+            f"several instances update, or give each element to one program instance"
+        )
+
+
 @dataclass
 class Traffic:
     """What one or more kernel launches did to memory, counted under Triton's interpreter.
@@ -183,6 +271,10 @@ class Traffic:
         launches: ``(kernel name, grid)`` of each launch, grid as ``(x, y, z)``, in order.
         storing_programs: how many program instances stored at least one in-bounds lane (an
             instance of a padded grid that does nothing is not one), over all launches.
+        races: the :class:`Race` records of each launch (at most one per tensor and kind), in
+            order; empty when no two program instances of a launch touched an element that one
+            of them stored with a plain store. Atomics are not races; see the module docstring
+            for what is and is not detected.
     """
 
     loads_bytes: int = 0
@@ -192,11 +284,17 @@ class Traffic:
     out_of_bounds_lanes: int = 0
     launches: list[tuple[str, tuple[int, int, int]]] = field(default_factory=list)
     storing_programs: int = 0
+    races: list[Race] = field(default_factory=list)
 
     @property
     def in_bounds(self) -> bool:
         """True when no lane of any load or store reached outside the tensors."""
         return self.out_of_bounds_lanes == 0
+
+    @property
+    def race_free(self) -> bool:
+        """True when no launch had a :class:`Race` between its program instances."""
+        return not self.races
 
     def add(self, other: Traffic) -> Traffic:
         """The sum of this and ``other`` (a new object)."""
@@ -219,6 +317,7 @@ class Traffic:
             self.out_of_bounds_lanes + other.out_of_bounds_lanes,
             self.launches + other.launches,
             self.storing_programs + other.storing_programs,
+            self.races + other.races,
         )
 
 
@@ -307,10 +406,577 @@ def _route_jit_calls() -> None:
     JITFunction.__call__ = __call__
 
 
+# ---------------------------------------------------------------------------------------------
+# libdevice under the interpreter
+
+
+class LibdeviceNotSupported(NotImplementedError):
+    """A kernel called, under the interpreter, a libdevice function this module has no NumPy
+    equivalent for (see :func:`_libdevice_table`); the message names it."""
+
+
+class _NoEquivalent(Exception):
+    """Raised by a libdevice implementation for argument types it cannot reproduce exactly."""
+
+
+#: The names of the libdevice functions being called by an interpreted kernel, innermost last:
+#: ``create_extern_elementwise`` only gets the backend's symbol (``__nv_tanhf``).
+_LIBDEVICE_CALLS: list[str] = []
+#: The ``_LangPatchScope`` of the interpreted launch in progress (``GridExecutor.__call__``'s).
+_LAUNCH_SCOPE: list[Any] = []
+#: ``_patch_lang`` functions found not to need (or allow) :func:`_support_libdevice`'s wrapper.
+_NOT_PATCHED: list[Any] = []
+
+
+def _libdevice_modules() -> tuple[Any, list[Any]]:
+    """``triton.language.extra.libdevice`` (the stubs kernels import; a GPU compiler maps that
+    module to its backend's) and the backends' own modules, CUDA's first
+    (``triton.language.extra.cuda.libdevice``, ``...hip.libdevice``)."""
+    import importlib
+    import sys
+
+    try:
+        stub = importlib.import_module("triton.language.extra.libdevice")
+    except ImportError:
+        stub = None
+    extra = sys.modules.get("triton.language.extra")
+    names = sorted(getattr(extra, "__all__", []), key=lambda n: not n.endswith(".cuda"))
+    backends = [sys.modules[n].libdevice for n in names if hasattr(sys.modules.get(n), "libdevice")]
+    return stub, backends
+
+
+class _Namespace:
+    """A module's globals as attributes, so that a ``_LangPatchScope`` can swap one of them (a
+    libdevice function imported by name) for the launch and put it back afterwards."""
+
+    def __init__(self, namespace: dict) -> None:
+        object.__setattr__(self, "_namespace", namespace)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._namespace[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._namespace[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        del self._namespace[name]
+
+
+def _support_libdevice() -> None:
+    """Let interpreted kernels call libdevice functions (``libdevice.tanh(x)``, ``erf``, ``pow``...).
+
+    Why they fail (triton 3.6 and 3.8 alike): ``triton.language.extra.libdevice`` holds stubs
+    (``def tanh(arg0): ...``, returning None) that a GPU compiler replaces by its backend's
+    module (the backend's ``get_module_map``; ``code_generator.py`` maps the module and the
+    functions imported from it), each function of which is a builtin calling
+    ``core.extern_elementwise`` with the libdevice symbol (``__nv_tanhf`` for float32). The
+    interpreter's ``_patch_lang`` patches the builtins of ``tl``, ``tl.math`` and ``tl.core``
+    only: the stub runs as Python and its None reaches ``tl.store`` ("cannot convert None of
+    type <class 'NoneType'> to tensor"); the backend's own function, called directly, gets no
+    ``_semantic`` ("Did you forget to add @triton.jit ?"); and the interpreter's
+    ``create_extern_elementwise`` raises NotImplementedError.
+
+    This wraps ``_patch_lang`` once per process (it is called at the start of each launch, by
+    ``GridExecutor.__call__``, and of each call of a ``@jit`` function inside it): for a function
+    that refers to libdevice, the stubs are swapped for the backend's functions (CUDA's) run
+    with the interpreter's semantic, and ``InterpreterBuilder.create_extern_elementwise``
+    computes the function with NumPy (:func:`_libdevice_table`), in the launch's own patch scope,
+    so Triton restores them with its other patches when the launch ends: outside a launch, and
+    for a GPU compiler, the modules are as before. Argument types are checked, broadcast and
+    promoted by the backend's own code, as on a GPU; the result has the type it declares.
+    Nothing is installed where the interpreter runs extern functions itself, or where
+    ``_patch_lang`` or its scope do not have the shape described.
+    """
+    import inspect
+
+    from triton.runtime import interpreter as interp
+
+    original = interp._patch_lang
+    if getattr(original, "_course_libdevice", False) or original in _NOT_PATCHED:
+        return
+    _NOT_PATCHED.append(original)  # looked at once: removed below where it is wrapped
+    try:
+        extern_source = inspect.getsource(interp.InterpreterBuilder.create_extern_elementwise)
+        patch_source = inspect.getsource(original)
+    except (AttributeError, OSError, TypeError):
+        return
+    if "NotImplementedError" not in extern_source or "libdevice" in patch_source:
+        return
+    stub, backends = _libdevice_modules()
+    if stub is None and not backends:
+        return
+    modules = [m for m in (stub, *backends) if m is not None]
+    module_names = {m.__name__ for m in modules}
+    semantic = getattr(interp, "interpreter_semantic", None)
+    if semantic is None:
+        from triton.language.semantic import TritonSemantic
+
+        semantic = TritonSemantic(interp.interpreter_builder)
+
+    def interpreted(member: Any) -> Any:
+        """The backend's builtin ``member``, run with the interpreter's semantic."""
+        name = member.__name__
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("_semantic", None)
+            _LIBDEVICE_CALLS.append(name)
+            try:
+                return member(*args, _semantic=semantic, **kwargs)
+            finally:
+                _LIBDEVICE_CALLS.pop()
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def unsupported(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise LibdeviceNotSupported(_not_supported(name, "no backend defines it"))
+
+        return call
+
+    def replacements() -> dict[tuple[str, str], Any]:
+        """(module name, function name) -> its interpreted version, for every libdevice module."""
+        from triton.language.core import is_builtin
+
+        out: dict[tuple[str, str], Any] = {}
+        for module in backends:
+            for name, member in vars(module).items():
+                if is_builtin(member):
+                    out[module.__name__, name] = interpreted(member)
+        if stub is not None:
+            first = backends[0].__name__ if backends else ""
+            for name, member in vars(stub).items():
+                if inspect.isfunction(member) and member.__module__ == stub.__name__:
+                    out[stub.__name__, name] = out.get((first, name)) or unsupported(name)
+        return out
+
+    table: dict[tuple[str, str], Any] = {}
+
+    def reaches(fn: Any) -> list[tuple[str, Any]]:
+        """Whether ``fn`` refers to libdevice, and the libdevice functions its globals bind."""
+        code = getattr(fn, "__code__", None)
+        namespace = getattr(fn, "__globals__", None)
+        if code is None or namespace is None:
+            return []
+        found = [("", None)] if "libdevice" in code.co_names else []
+        for name in code.co_names:
+            value = namespace.get(name)
+            if value is None:
+                continue
+            if inspect.ismodule(value) and value.__name__ in module_names:
+                found.append(("", None))
+            elif inspect.isfunction(value) and getattr(value, "__module__", None) in module_names:
+                found.append((name, value))
+        return found
+
+    def patch_lang(fn: Any) -> Any:
+        import sys
+
+        scope = original(fn)
+        if not hasattr(scope, "set_attr") or not hasattr(scope, "restore"):
+            return scope
+        caller = sys._getframe(1).f_locals.get("self")
+        opens = isinstance(caller, interp.GridExecutor)  # a launch begins; it restores `scope`
+        if opens:
+            _LAUNCH_SCOPE.append(scope)
+            restore = scope.restore
+
+            def restore_and_close() -> None:
+                try:
+                    restore()
+                finally:
+                    if scope in _LAUNCH_SCOPE:
+                        _LAUNCH_SCOPE.remove(scope)
+
+            scope.restore = restore_and_close
+        try:
+            # A @jit function called inside the launch discards its own scope: what it needs
+            # goes into the launch's, so that everything is put back when the launch ends.
+            launch = _LAUNCH_SCOPE[-1] if _LAUNCH_SCOPE else None
+            found = reaches(fn) if launch is not None else []
+            if found:
+                patch(fn, launch, found)
+        except BaseException:
+            if opens:
+                scope.restore()
+            raise
+        return scope
+
+    def patch(fn: Any, launch: Any, found: list[tuple[str, Any]]) -> None:
+        if not table:
+            table.update(replacements())
+        if not getattr(launch, "_course_libdevice", False):
+            launch._course_libdevice = True
+            launch.set_attr(interp.InterpreterBuilder, "create_extern_elementwise",
+                            _create_extern_elementwise)  # fmt: skip
+            for module in modules:
+                for (module_name, name), member in table.items():
+                    if module_name == module.__name__:
+                        launch.set_attr(module, name, member)
+        namespace = _Namespace(fn.__globals__)
+        for name, value in found:
+            member = table.get((value.__module__, value.__name__)) if value is not None else None
+            if member is not None:
+                launch.set_attr(namespace, name, member)
+
+    patch_lang._course_libdevice = True  # type: ignore[attr-defined]
+    interp._patch_lang = patch_lang
+    _NOT_PATCHED.remove(original)
+
+
+def _not_supported(name: str, why: str) -> str:
+    return (
+        f"libdevice.{name} is not supported under Triton's interpreter ({why}); on a GPU it "
+        f"runs as usual. Use a triton.language function instead where there is one (tl.exp, "
+        f"tl.log, tl.sqrt, tl.erf, tl.fma...), or check this kernel on a GPU"
+    )
+
+
+def _create_extern_elementwise(
+    self: Any, lib_name: str, lib_path: str, symbol: str, args: list, ret_type: Any, is_pure: bool
+) -> Any:
+    """``InterpreterBuilder.create_extern_elementwise`` for libdevice: the function named by the
+    innermost libdevice call, computed with NumPy on the (already broadcast) arguments, cast
+    to the declared result type."""
+    import numpy as np
+    from triton.runtime import interpreter as interp
+
+    name = _LIBDEVICE_CALLS[-1] if _LIBDEVICE_CALLS else None
+    if name is None:
+        raise LibdeviceNotSupported(
+            f"the external function {symbol} ({lib_name or 'no library'}) is not supported "
+            f"under Triton's interpreter"
+        )
+    impl = _libdevice_table().get(name)
+    data = [np.asarray(a.data) for a in args]
+    types = ", ".join(str(a.dtype) for a in args)
+    if impl is None:
+        raise LibdeviceNotSupported(_not_supported(name, f"{symbol}: no NumPy equivalent here"))
+    ret = getattr(ret_type, "scalar", ret_type)
+    with np.errstate(all="ignore"):
+        try:
+            out = np.asarray(impl(*data))
+        except _NoEquivalent as e:
+            raise LibdeviceNotSupported(_not_supported(name, f"{symbol} on {types}: {e}")) from None
+    want = interp._get_np_dtype(ret)
+    if out.dtype != want:
+        out = out.astype(want)
+    return interp.TensorHandle(np.ascontiguousarray(out), ret)
+
+
+_LIBDEVICE_TABLE: dict[str, Callable[..., Any]] = {}
+
+
+def _libdevice_table() -> dict[str, Callable[..., Any]]:
+    """libdevice function name -> its NumPy equivalent, on NumPy arrays of the argument types
+    the backend accepted (float32 and float64 for the math; the integer types it declares for
+    the bit functions), computed in the argument's precision and cast by the caller to the
+    declared result type.
+
+    Left out (they raise :class:`LibdeviceNotSupported`): ``jn``, ``yn`` (Bessel functions of
+    integer order) and ``rcp64h``, which have no NumPy or standard-library equivalent, and the
+    directed roundings (``_rz``, ``_rd``, ``_ru``) of float64 arithmetic and of 64-bit integer
+    to float conversions, which NumPy cannot round that way. Directed roundings of float32
+    arithmetic are exact (computed in float64, whose result of one operation on float32
+    operands is exact or cannot lie on a float32 boundary, with the error of sums kept:
+    TwoSum). Not bit-exact with a GPU: the transcendental functions (NumPy's and torch's are
+    within a few ulp, as libdevice's are, not the same ulp), the ``fast_`` approximations
+    (computed exactly here), and ``fma`` on float64 (``a * b + c``, rounded twice, as the
+    interpreter's own ``tl.fma``).
+    """
+    if _LIBDEVICE_TABLE:
+        return _LIBDEVICE_TABLE
+    import math
+
+    import numpy as np
+    import torch
+
+    f32 = np.dtype(np.float32)
+
+    def wide(x: Any) -> Any:
+        return x.astype(np.float64)
+
+    def in_torch(fn: Callable) -> Callable:
+        """A ``torch.special`` function, in float64 (float32 results rounded once)."""
+        return lambda x: fn(torch.from_numpy(wide(x))).numpy().astype(x.dtype)
+
+    def lane_by_lane(fn: Callable, nargs: int = 1) -> Callable:
+        """A ``math`` function over every lane, in float64 (no vectorized equivalent)."""
+
+        def safe(*values: float) -> float:
+            try:
+                return fn(*values)
+            except (ValueError, ZeroDivisionError):
+                return math.nan
+            except OverflowError:
+                return math.inf
+
+        apply = np.frompyfunc(safe, nargs, 1)
+        return lambda *xs: np.asarray(apply(*map(wide, xs)), dtype=np.float64).astype(xs[0].dtype)
+
+    def gamma(x: float) -> float:
+        if x == 0:
+            return math.copysign(math.inf, x)
+        if x < 0 and x == math.floor(x) or x == -math.inf:
+            return math.nan
+        try:
+            return math.gamma(x)
+        except OverflowError:
+            return math.inf
+
+    def same_type(fn: Callable) -> Callable:
+        """A float32-or-float64 function computed in float64 for float32 (then rounded once)."""
+        return lambda *xs: fn(*[wide(x) if x.dtype == f32 else x for x in xs]).astype(xs[0].dtype)
+
+    # float32 results of exact float64 values with directed rounding
+    toward = {"rd": -np.inf, "ru": np.inf, "rz": 0.0}
+
+    def round_f32(v: Any, err: Any, mode: str) -> Any:
+        """float64 ``v`` (+ its exact error ``err``) rounded to float32 in ``mode``."""
+        f = v.astype(np.float32)
+        fv = f.astype(np.float64)
+        above = (v > fv) | ((v == fv) & (err > 0))  # the exact value is above f
+        below = (v < fv) | ((v == fv) & (err < 0))
+        if mode == "rn":  # v exactly halfway between two float32 values, the exact one not
+            g = np.nextafter(f, np.where(v > fv, np.float32(np.inf), np.float32(-np.inf)))
+            mid = (fv + g.astype(np.float64)) / 2
+            to_g = (v == mid) & (err != 0) & (np.sign(err) == np.sign(g.astype(np.float64) - fv))
+            return np.where(to_g, g, f)
+        move = {"rd": below, "ru": above, "rz": (below & (f > 0)) | (above & (f < 0))}[mode]
+        return np.where(move, np.nextafter(f, np.float32(toward[mode])), f)
+
+    def two_sum(a: Any, b: Any) -> tuple[Any, Any]:
+        s = a + b
+        bb = s - a
+        return s, (a - (s - bb)) + (b - bb)
+
+    def float32_only(mode: str, op: Callable) -> Callable:
+        """An arithmetic libdevice function with rounding ``mode``: exact for float32, NumPy's
+        (round to nearest) for float64 with ``rn``, no equivalent for float64 otherwise."""
+
+        def run(*xs: Any) -> Any:
+            if xs[0].dtype == f32:
+                v, err = op(*map(wide, xs))
+                return round_f32(v, err, mode)
+            if mode != "rn":
+                raise _NoEquivalent("NumPy rounds float64 arithmetic to nearest only")
+            v, _ = op(*xs)
+            return v
+
+        return run
+
+    exact = {
+        "add": lambda a, b: two_sum(a, b),
+        "sub": lambda a, b: two_sum(a, -b),
+        "mul": lambda a, b: (a * b, 0.0),
+        "div": lambda a, b: (a / b, 0.0),
+        "rcp": lambda a: (1.0 / a, 0.0),
+        "sqrt": lambda a: (np.sqrt(a), 0.0),
+        "fma": lambda a, b, c: two_sum(a * b, c),
+    }
+
+    # integer results: saturating conversions, as the GPU's cvt (NaN gives 0)
+    rounders = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}
+
+    def c_round(x: Any) -> Any:  # half away from zero
+        t = np.trunc(x)
+        return np.where(np.abs(x - t) >= 0.5, t + np.copysign(np.ones_like(x), x), t)
+
+    def to_int(rounding: Callable, dtype: Any) -> Callable:
+        def run(x: Any) -> Any:
+            info = np.iinfo(dtype)
+            r = rounding(x).astype(np.float64)
+            big, small, nan = r >= float(info.max) + 1, r < float(info.min), np.isnan(r)
+            out = np.where(big | small | nan, 0, r).astype(dtype)
+            out[big], out[small], out[nan] = info.max, info.min, 0
+            return out
+
+        return run
+
+    # bits
+    def unsigned(x: Any) -> Any:
+        return np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}"))
+
+    def bit_length(u: Any) -> Any:
+        u = u.astype(np.uint64)
+        n = np.zeros(u.shape, dtype=np.int32)
+        for s in (32, 16, 8, 4, 2, 1):
+            big = u >= np.uint64(1 << s)
+            n += big.astype(np.int32) * s
+            u = np.where(big, u >> np.uint64(s), u)
+        return n + (u > 0)
+
+    def popcount(x: Any) -> Any:
+        u = unsigned(x)
+        if hasattr(np, "bitwise_count"):
+            return np.bitwise_count(u).astype(np.int32)
+        bits = np.unpackbits(u.view(np.uint8).reshape(-1, u.dtype.itemsize), axis=1)
+        return bits.sum(axis=1).astype(np.int32).reshape(u.shape)
+
+    def brev(x: Any) -> Any:
+        k = x.dtype.itemsize
+        bits = np.unpackbits(unsigned(x).view(np.uint8).reshape(-1, k), axis=1, bitorder="little")
+        packed = np.packbits(bits[:, ::-1], axis=1, bitorder="little")
+        return np.ascontiguousarray(packed).view(x.dtype).reshape(x.shape)
+
+    def mulhi(a: Any, b: Any) -> Any:
+        if a.dtype.itemsize == 4:
+            w = np.int64 if a.dtype.kind == "i" else np.uint64
+            return (a.astype(w) * b.astype(w)) >> 32
+        high = np.frompyfunc(lambda p, q: (int(p) * int(q)) >> 64, 2, 1)
+        return np.asarray(high(a, b), dtype=object).astype(a.dtype)
+
+    def mul24(a: Any, b: Any) -> Any:
+        if a.dtype.kind == "i":
+            a24 = ((a.astype(np.int32) << 8) >> 8).astype(np.int64)
+            b24 = ((b.astype(np.int32) << 8) >> 8).astype(np.int64)
+            return (a24 * b24).astype(np.int32)
+        return ((a & 0xFFFFFF).astype(np.uint64) * (b & 0xFFFFFF)).astype(np.uint32)
+
+    def halving(plus: int) -> Callable:
+        def run(a: Any, b: Any) -> Any:
+            w = np.int64 if a.dtype.kind == "i" else np.uint64
+            return ((a.astype(w) + b.astype(w) + w(plus)) >> w(1)).astype(a.dtype)
+
+        return run
+
+    def sad(a: Any, b: Any, c: Any) -> Any:
+        return (np.abs(a.astype(np.int64) - b.astype(np.int64)) + c.astype(np.int64)).astype(
+            a.dtype
+        )
+
+    def byte_perm(x: Any, y: Any, s: Any) -> Any:
+        def wide_bits(v: Any) -> Any:
+            return v.astype(np.uint32).astype(np.uint64)
+
+        v = (wide_bits(y) << np.uint64(32)) | wide_bits(x)
+        s = wide_bits(s)
+        out = np.zeros(v.shape, dtype=np.uint64)
+        for n in range(4):
+            sel = (s >> np.uint64(4 * n)) & np.uint64(7)
+            out |= ((v >> (sel * np.uint64(8))) & np.uint64(0xFF)) << np.uint64(8 * n)
+        return out.astype(np.uint32).view(np.int32)
+
+    def words(x: Any, which: int) -> Any:
+        return np.ascontiguousarray(x).view(np.int32).reshape(*x.shape, 2)[..., which]
+
+    def hilo(hi: Any, lo: Any) -> Any:
+        h = hi.astype(np.uint32).astype(np.uint64) << np.uint64(32)
+        return (h | lo.astype(np.uint32).astype(np.uint64)).view(np.float64)
+
+    def logb(x: Any) -> Any:
+        _, e = np.frexp(x)
+        out = (e - 1).astype(x.dtype)
+        out = np.where(x == 0, -np.inf, out)
+        return np.where(np.isinf(x), np.inf, np.where(np.isnan(x), x, out)).astype(x.dtype)
+
+    def ilogb(x: Any) -> Any:
+        _, e = np.frexp(x)
+        out = (e - 1).astype(np.int32)
+        low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+        return np.where((x == 0) | np.isnan(x), low, np.where(np.isinf(x), high, out))
+
+    def fdim(x: Any, y: Any) -> Any:
+        d = x - y
+        return np.where(np.isnan(d) | (d > 0), d, np.zeros_like(d))
+
+    def norm(*xs: Any) -> Any:
+        out = xs[0]
+        for x in xs[1:]:
+            out = np.hypot(out, x)
+        return out
+
+    def flag(fn: Callable) -> Callable:
+        return lambda x: fn(x).astype(np.int32)
+
+    def sinpi(x: Any) -> Any:  # reduced exactly to [-1, 1] first; 0 at the integers
+        r = x - 2.0 * np.round(x / 2.0)
+        return np.where(r == np.trunc(r), np.copysign(0.0, x), np.sin(np.pi * r))
+
+    def cospi(x: Any) -> Any:  # 0 at the half-integers
+        r = np.abs(x - 2.0 * np.round(x / 2.0))
+        return np.where(r == 0.5, 0.0, np.cos(np.pi * r))
+
+    table: dict[str, Callable[..., Any]] = {
+        # elementary functions, in the argument's precision
+        "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
+        "exp10": lambda x: np.power(x.dtype.type(10), x),
+        "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+        "sin": np.sin, "cos": np.cos, "tan": np.tan,
+        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2,
+        "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+        "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+        "sinpi": same_type(sinpi), "cospi": same_type(cospi),
+        "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+        "rsqrt_rn": same_type(lambda x: 1 / np.sqrt(x)),
+        "cbrt": np.cbrt, "rcbrt": lambda x: 1 / np.cbrt(x),
+        "hypot": np.hypot, "rhypot": lambda x, y: 1 / np.hypot(x, y),
+        "norm3d": norm, "norm4d": norm,
+        "rnorm3d": lambda *xs: 1 / norm(*xs), "rnorm4d": lambda *xs: 1 / norm(*xs),
+        "pow": lambda x, y: np.power(x, y.astype(x.dtype)),
+        "fast_expf": np.exp, "fast_exp10f": lambda x: np.power(np.float32(10), x),
+        "fast_logf": np.log, "fast_log2f": np.log2, "fast_log10f": np.log10,
+        "fast_sinf": np.sin, "fast_cosf": np.cos, "fast_tanf": np.tan,
+        "fast_powf": np.power, "fast_dividef": np.divide,
+        # special functions: torch's, or the standard library's lane by lane
+        "erf": in_torch(torch.special.erf), "erfc": in_torch(torch.special.erfc),
+        "erfinv": in_torch(torch.special.erfinv), "erfcx": in_torch(torch.special.erfcx),
+        "erfcinv": in_torch(lambda t: -torch.special.ndtri(t / 2) / math.sqrt(2)),
+        "normcdf": in_torch(torch.special.ndtr), "normcdfinv": in_torch(torch.special.ndtri),
+        "lgamma": in_torch(torch.special.gammaln), "tgamma": lane_by_lane(gamma),
+        "j0": in_torch(torch.special.bessel_j0), "j1": in_torch(torch.special.bessel_j1),
+        "y0": in_torch(torch.special.bessel_y0), "y1": in_torch(torch.special.bessel_y1),
+        "cyl_bessel_i0": in_torch(torch.special.i0), "cyl_bessel_i1": in_torch(torch.special.i1),
+        "remainder": lane_by_lane(math.remainder, 2),
+        # rounding, parts, classification
+        "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+        "nearbyint": np.rint, "round": c_round,
+        "llrint": to_int(np.rint, np.int64), "llround": to_int(c_round, np.int64),
+        "abs": np.abs, "copysign": np.copysign, "nextafter": np.nextafter, "fmod": np.fmod,
+        "fdim": fdim, "ldexp": np.ldexp, "scalbn": np.ldexp, "logb": logb, "ilogb": ilogb,
+        "saturatef": lambda x: np.where(np.isnan(x), 0, np.clip(x, 0, 1)).astype(x.dtype),
+        "isnan": flag(np.isnan), "isinf": flag(np.isinf), "finitef": flag(np.isfinite),
+        "isfinited": flag(np.isfinite), "signbit": flag(np.signbit),
+        # bits
+        "clz": lambda x: 8 * x.dtype.itemsize - bit_length(unsigned(x)),
+        "ffs": lambda x: bit_length(unsigned(x) & (~unsigned(x) + np.uint8(1))),
+        "popc": popcount, "brev": brev, "mulhi": mulhi, "mul24": mul24,
+        "hadd": halving(0), "rhadd": halving(1), "sad": sad, "byte_perm": byte_perm,
+        "float_as_int": lambda x: x.view(np.int32), "int_as_float": lambda x: x.view(np.float32),
+        "float_as_uint": lambda x: x.view(np.uint32),
+        "uint_as_float": lambda x: x.view(np.float32),
+        "double_as_longlong": lambda x: x.view(np.int64),
+        "longlong_as_double": lambda x: x.view(np.float64),
+        "double2loint": lambda x: words(x, 0), "double2hiint": lambda x: words(x, 1),
+        "hiloint2double": hilo,
+        # conversions exact in any rounding
+        "int2double_rn": wide, "uint2double_rn": wide,
+        "ll2float_rn": lambda x: x.astype(np.float32), "ull2float_rn": lambda x: x.astype(np.float32),
+        "ll2double_rn": wide, "ull2double_rn": wide,
+    }  # fmt: skip
+    for mode, rounding in rounders.items():
+        for src in ("float", "double"):
+            for dst, dtype in (("int", np.int32), ("uint", np.uint32), ("ll", np.int64),
+                               ("ull", np.uint64)):  # fmt: skip
+                table[f"{src}2{dst}_{mode}"] = to_int(rounding, dtype)
+        table[f"double2float_{mode}"] = lambda x, m=mode: round_f32(x, 0.0, m)
+        table[f"int2float_{mode}"] = lambda x, m=mode: round_f32(wide(x), 0.0, m)
+        table[f"uint2float_{mode}"] = lambda x, m=mode: round_f32(wide(x), 0.0, m)
+        for op, fn in exact.items():
+            table[f"{op}_{mode}"] = float32_only(mode, fn)
+    table["fma"] = table["fma_rn"]
+    _LIBDEVICE_TABLE.update(table)
+    return _LIBDEVICE_TABLE
+
+
 def _prepare_interpreter() -> None:
-    """The two repairs above, for a process that runs kernels under the interpreter."""
+    """The repairs above, for a process that runs kernels under the interpreter."""
     _repair_interpreter_index()
     _route_jit_calls()
+    _support_libdevice()
 
 
 def interpreter_on() -> bool:
@@ -449,11 +1115,27 @@ class _Tensor:
     start: int
     end: int
     nbytes: int
+    itemsize: int = 1
     loaded: int = 0
     stored: int = 0
     # Bytes of the extent touched at least once, allocated on first use.
     read_map: Any = None
     write_map: Any = None
+    # Which program instances loaded and stored each element (plain accesses), on first use.
+    watch: _RaceWatch | None = None
+
+    def elements(self, addresses: Any, size: int) -> Any:
+        """The indices (in elements of this tensor, from ``start``) of the elements that
+        accesses of ``size`` bytes at ``addresses`` touch."""
+        import numpy as np
+
+        offsets = (addresses - np.uint64(self.start)).astype(np.int64)
+        first = offsets // self.itemsize
+        last = (offsets + (size - 1)) // self.itemsize
+        if offsets.size == 0 or np.array_equal(first, last):
+            return first
+        index = first[:, None] + np.arange(int((last - first).max()) + 1)
+        return index[index <= last[:, None]]
 
     def mark(self, addresses: Any, size: int, which: str) -> None:
         import numpy as np
@@ -486,8 +1168,85 @@ def _tensor_extents(names_and_values: list[tuple[str, Any]]) -> list[_Tensor]:
         else:
             span = (sum((s - 1) * st for s, st in zip(value.shape, value.stride())) + 1) * size
         start = value.data_ptr()
-        out.append(_Tensor(name, start, start + span, value.numel() * size))
+        out.append(_Tensor(name, start, start + span, value.numel() * size, size))
     return out
+
+
+class _RaceWatch:
+    """Which program instances of one launch loaded and stored each element of one tensor.
+
+    The interpreter runs the instances one after another, in the order of their linear ids
+    (:meth:`_Launch.linear`), so keeping, per element, the lowest instance that stored it (and
+    the lowest that loaded it) is enough: another instance than the one accessing it now did so
+    exactly when that lowest one is not this one. Loads before the tensor's first store are
+    kept as they come (a tensor only read costs a list), and folded in at its first store, or
+    once they hold as many lanes as the tensor has elements.
+    """
+
+    KINDS = ("write-write", "read-after-write", "write-after-read")
+    NONE = 2**31 - 1
+
+    def __init__(self, elements: int) -> None:
+        self.size = elements
+        self.writers: Any = None
+        self.readers: Any = None
+        self.pending: list[tuple[int, Any]] = []
+        self.pending_lanes = 0
+        self.found: dict[str, Any] = {}
+        self.examples: dict[str, tuple[int, int, int]] = {}
+
+    def _check(self, kind: str, lowest: Any, pid: int, index: Any) -> Any:
+        """Record the elements ``index`` that another instance than ``pid`` accessed (in
+        ``lowest``) as the race ``kind``; returns ``lowest[index]``."""
+        import numpy as np
+
+        seen = lowest[index]
+        other = (seen != pid) & (seen != self.NONE)
+        if other.any():
+            if kind not in self.found:
+                self.found[kind] = np.zeros(self.size, dtype=bool)
+                j = int(np.argmax(other))
+                self.examples[kind] = (int(seen[j]), pid, int(index[j]))
+            self.found[kind][index[other]] = True
+        return seen
+
+    @staticmethod
+    def _note(lowest: Any, pid: int, index: Any, seen: Any = None) -> None:
+        import numpy as np
+
+        lowest[index] = np.minimum(lowest[index] if seen is None else seen, pid)
+
+    def _new(self) -> Any:
+        import numpy as np
+
+        return np.full(self.size, self.NONE, dtype=np.int32)
+
+    def _fold(self) -> None:
+        if self.readers is None:
+            self.readers = self._new()
+        for pid, index in self.pending:
+            self._note(self.readers, pid, index)
+        self.pending, self.pending_lanes = [], 0
+
+    def load(self, pid: int, index: Any) -> None:
+        if self.writers is not None:
+            self._check("read-after-write", self.writers, pid, index)
+        if self.readers is not None:
+            self._note(self.readers, pid, index)
+            return
+        self.pending.append((pid, index))
+        self.pending_lanes += index.size
+        if self.pending_lanes > self.size:
+            self._fold()
+
+    def store(self, pid: int, index: Any) -> None:
+        if self.pending:
+            self._fold()
+        if self.readers is not None:
+            self._check("write-after-read", self.readers, pid, index)
+        if self.writers is None:
+            self.writers = self._new()
+        self._note(self.writers, pid, index, self._check("write-write", self.writers, pid, index))
 
 
 def _element_bytes(ptrs: Any) -> int:
@@ -506,6 +1265,32 @@ class _Launch:
         self.out_of_bounds: list[OutOfBounds] = []
         self.out_of_bounds_lanes = 0
         self.storing: set[tuple[int, ...]] = set()
+        # Instances that took a lock (atomic_cas or atomic_xchg): their later plain accesses
+        # are taken as synchronized by it and not watched for races.
+        self.locked: set[int] = set()
+
+    def linear(self, program_id: Any) -> int:
+        """The instance's position in the interpreter's order (``x`` outermost, ``z`` inner)."""
+        x, y, z = (int(i) for i in program_id)
+        return (x * self.grid[1] + y) * self.grid[2] + z
+
+    def program(self, linear: int) -> tuple[int, int, int]:
+        _, ny, nz = self.grid
+        return linear // (ny * nz), linear // nz % ny, linear % nz
+
+    def races(self) -> list[Race]:
+        out = []
+        for t in self.tensors:
+            watch = t.watch
+            if watch is None:
+                continue
+            for kind in watch.KINDS:
+                if kind in watch.found:
+                    first, second, offset = watch.examples[kind]
+                    example = (self.program(first), self.program(second), offset)
+                    elements = int(watch.found[kind].sum())
+                    out.append(Race(self.kernel, t.name, kind, elements, example))
+        return out
 
     def traffic(self) -> Traffic:
         per = {
@@ -527,6 +1312,7 @@ class _Launch:
             out_of_bounds_lanes=self.out_of_bounds_lanes,
             launches=[(self.kernel, self.grid)],
             storing_programs=len(self.storing),
+            races=self.races(),
         )
 
     def where(self, address: int, home: _Tensor | None, size: int) -> str:
@@ -549,10 +1335,14 @@ class _Launch:
             text += f", which is inside `{inside[0].name}`"
         return text
 
-    def access(self, op: str, ptrs: Any, mask: Any, program_id: Any) -> tuple[Any, Any]:
+    def access(
+        self, op: str, ptrs: Any, mask: Any, program_id: Any, lock: bool = False
+    ) -> tuple[Any, Any]:
         """Count one load, store or atomic of the pointers ``ptrs`` (a ``TensorHandle`` of
-        addresses) under ``mask`` (None: every lane). Returns the mask of the lanes to perform
-        (active and inside the tensor) and the :class:`OutOfBounds` record, or None."""
+        addresses) under ``mask`` (None: every lane), and watch plain loads and stores for races
+        between program instances (``lock``: an atomic that takes a lock). Returns the mask of
+        the lanes to perform (active and inside the tensor) and the :class:`OutOfBounds`
+        record, or None."""
         import numpy as np
 
         addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
@@ -580,6 +1370,14 @@ class _Launch:
                 home.stored += n_in * size
                 home.mark(lanes[home_in], size, "store")
                 self.storing.add(tuple(int(i) for i in program_id))
+            pid = self.linear(program_id)
+            if lock:
+                self.locked.add(pid)
+            elif op != "atomic" and pid not in self.locked:
+                if home.watch is None:
+                    home.watch = _RaceWatch(-(-(home.end - home.start) // home.itemsize))
+                index = home.elements(lanes[home_in], size)
+                (home.watch.load if op == "load" else home.watch.store)(pid, index)
         n_out = int(lanes.size - n_in)
         if n_out:
             self.out_of_bounds_lanes += n_out
@@ -712,11 +1510,11 @@ def count_traffic(
             state["launch"].tensors = _tensor_extents(named)
         return args_hst, kwargs_hst
 
-    def counted(op: str, ptrs: Any, mask: Any) -> Any:
+    def counted(op: str, ptrs: Any, mask: Any, lock: bool = False) -> Any:
         launch = state["launch"]
         if launch is None:  # a launch that did not go through GridExecutor: nothing to attribute
             return None
-        ok, record = launch.access(op, ptrs, mask, builder.grid_idx)
+        ok, record = launch.access(op, ptrs, mask, builder.grid_idx, lock)
         if record is not None and on_out_of_bounds == "raise":
             raise OutOfBoundsError(record)
         return interp.TensorHandle(ok, interp.tl.int1)
@@ -732,13 +1530,14 @@ def count_traffic(
         return orig["create_masked_store"](ptrs, value, mask, cache_modifier, eviction_policy)
 
     def atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
-        mask = _or(counted("atomic", ptr, mask), mask)
+        lock = "XCHG" in str(getattr(rmw_op, "name", rmw_op))
+        mask = _or(counted("atomic", ptr, mask, lock), mask)
         return orig["create_atomic_rmw"](rmw_op, ptr, val, mask, sem, scope)
 
     def atomic_cas(ptr, cmp, val, sem, scope):
         launch = state["launch"]
         if launch is not None:
-            ok, record = launch.access("atomic", ptr, None, builder.grid_idx)
+            ok, record = launch.access("atomic", ptr, None, builder.grid_idx, lock=True)
             if record is not None:  # no mask to switch the lanes off: never dereference them
                 raise OutOfBoundsError(record)
         return orig["create_atomic_cas"](ptr, cmp, val, sem, scope)

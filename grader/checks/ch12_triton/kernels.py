@@ -88,7 +88,8 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
             dimension contiguous) where ``pad > 0`` (``pad`` an int for all three, or a tuple
             ``(pad_q, pad_k, pad_v)``: different row strides), q multiplied by ``q_scale``
             (scores in the hundreds); ``negative``: k shares a large component that q points
-            against, so every score of every row is very negative (hundreds below zero).
+            against, so every score of every row is very negative (near -160); ``"mixed"``:
+            of the odd rows only (rows of one block whose scores differ by about 160).
         device: where to make them (CPU tensors are made on the CPU and moved).
     """
     if kind == "bias_gelu":
@@ -117,11 +118,15 @@ def make_inputs(kind: str, spec: tuple, device: str = "cpu") -> tuple:
         wide[0] *= q_scale
         if negative:
             # k = c u + noise, q = -c u + noise / 10 for a unit vector u and c^2 = 160 sqrt(d):
-            # every score near -160, below where exp underflows float32 (about -104)
+            # every score near -160, below where exp underflows float32 (about -104); "mixed":
+            # only the odd rows of q, so the even ones keep scores near 0 and two rows of one
+            # block of queries differ by about 160 (a max taken over the block, not per row,
+            # underflows the odd rows)
             u = torch.ones(d) / math.sqrt(d)
             c = math.sqrt(160 * math.sqrt(d))
             wide[1][:, :d] += c * u
-            wide[0][:, :d] = wide[0][:, :d] * 0.1 - c * u
+            rows = slice(1, None, 2) if negative == "mixed" else slice(None)
+            wide[0][rows, :d] = wide[0][rows, :d] * 0.1 - c * u
         out = tuple(t[:, :d] if p else t for t, p in zip(wide, pads))
     else:
         raise ValueError(f"unknown exercise {kind!r}")
@@ -223,7 +228,7 @@ def draw_cases(kind: str, seed: int, count: int) -> list[tuple]:
             s = rng.choice([1, rng.randint(2, 40), rng.randint(40, 130)])
             pads = tuple(rng.choice([0, 0, rng.randint(1, 40)]) for _ in range(3))
             q_scale = rng.choice([1.0, 1.0, 30.0])
-            negative = rng.random() < 0.3
+            negative = rng.choice([False, False, True, "mixed"])
             out.append((length, s, d, case_seed, pads, q_scale, negative))
         else:
             raise ValueError(f"unknown exercise {kind!r}")
@@ -580,7 +585,12 @@ def _label(kind: str, spec: tuple) -> str:
     else:
         extra = ""
     extra += f", q scaled by {spec[5]:g}" if len(spec) > 5 and spec[5] != 1 else ""
-    extra += ", every score very negative (near -160)" if len(spec) > 6 and spec[6] else ""
+    if len(spec) > 6 and spec[6]:
+        extra += (
+            ", the odd queries' scores very negative (near -160), the even ones' near 0"
+            if spec[6] == "mixed"
+            else ", every score very negative (near -160)"
+        )
     return f"{kind}(q ({length}, {d}), k and v ({s}, {d}){extra})"
 
 
@@ -1325,8 +1335,10 @@ def check_matmul_hidden(matmul) -> None:
 #: (L, S, d, seed[, pad[, q_scale[, negative]]]): L and S not multiples of a block, one query,
 #: one key, d = 16 and 32, rows strided (q, k, v column slices of wider tensors, as the contract
 #: allows; the last case with a different row stride each), q scaled by 30 (scores in the
-#: hundreds: exp overflows without the running max), and every score very negative (a running
-#: max started at 0 instead of -inf underflows every exp: 0/0). Where L*S is larger than any
+#: hundreds: exp overflows without the running max), every score very negative (a running
+#: max started at 0 instead of -inf underflows every exp: 0/0), and queries of one block whose
+#: scores differ by about 160 (a max over the whole block instead of each row underflows the
+#: lower rows). Where L*S is larger than any
 #: tensor the function needs (q, k, v, output), a tensor of L*S elements or more made by torch
 #: is the score matrix (or bigger).
 ATTENTION_CASES = [
@@ -1338,6 +1350,7 @@ ATTENTION_CASES = [
     (33, 70, 16, 6, 16),
     (40, 70, 16, 7, 0, 30.0),
     (30, 50, 32, 8, (8, 0, 24), 1.0, True),
+    (37, 45, 16, 9, 0, 1.0, "mixed"),
 ]
 ATTENTION_HIDDEN = [(100, 37, 16, 11), (17, 130, 32, 12)]
 

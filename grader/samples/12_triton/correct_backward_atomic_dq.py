@@ -1,0 +1,125 @@
+"""A correct attention_backward written differently: FlashAttention-2's dq with atomics. One
+kernel, a program instance per block of 16 keys, computes dk and dv and adds each key block's
+share of dq into a zeroed dq with tl.atomic_add (no second kernel; the order of the float
+additions varies on a GPU); D in a preprocess kernel; blocks of 32 queries."""
+
+# %% attention_backward
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def attention_lse_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, L, S, stride_q, stride_k, stride_v, stride_o, scale,
+    D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, D)
+    row_ok = rows < L
+    q = tl.load(q_ptr + rows[:, None] * stride_q + dims[None, :], mask=row_ok[:, None], other=0.0)
+    m_i = tl.full((BLOCK_M,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    for start in range(0, S, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        col_ok = cols < S
+        k = tl.load(
+            k_ptr + cols[:, None] * stride_k + dims[None, :], mask=col_ok[:, None], other=0.0
+        )
+        s = tl.where(col_ok[None, :], tl.dot(q, tl.trans(k)) * scale, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(
+            v_ptr + cols[:, None] * stride_v + dims[None, :], mask=col_ok[:, None], other=0.0
+        )
+        acc = acc * alpha[:, None] + tl.dot(p, v)
+        m_i = m_new
+    tl.store(
+        o_ptr + rows[:, None] * stride_o + dims[None, :], acc / l_i[:, None], mask=row_ok[:, None]
+    )
+    tl.store(lse_ptr + rows, m_i + tl.log(l_i), mask=row_ok)
+
+
+@triton.jit
+def attention_delta_kernel(o_ptr, do_ptr, delta_ptr, L, stride_o, stride_do, D: tl.constexpr,
+                           BLOCK_M: tl.constexpr):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, D)
+    mask = (rows < L)[:, None]
+    o = tl.load(o_ptr + rows[:, None] * stride_o + dims[None, :], mask=mask, other=0.0)
+    do = tl.load(do_ptr + rows[:, None] * stride_do + dims[None, :], mask=mask, other=0.0)
+    tl.store(delta_ptr + rows, tl.sum(o * do, axis=1), mask=rows < L)
+
+
+@triton.jit
+def attention_bwd_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr, L, S,
+    stride_q, stride_k, stride_v, stride_do, stride_dq, stride_dk, stride_dv, scale,
+    D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, D)
+    col_ok = cols < S
+    k = tl.load(k_ptr + cols[:, None] * stride_k + dims[None, :], mask=col_ok[:, None], other=0.0)
+    v = tl.load(v_ptr + cols[:, None] * stride_v + dims[None, :], mask=col_ok[:, None], other=0.0)
+    dk = tl.zeros((BLOCK_N, D), tl.float32)
+    dv = tl.zeros((BLOCK_N, D), tl.float32)
+    for start in range(0, L, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        row_ok = rows < L
+        q = tl.load(
+            q_ptr + rows[:, None] * stride_q + dims[None, :], mask=row_ok[:, None], other=0.0
+        )
+        do = tl.load(
+            do_ptr + rows[:, None] * stride_do + dims[None, :], mask=row_ok[:, None], other=0.0
+        )
+        lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
+        delta = tl.load(delta_ptr + rows, mask=row_ok, other=0.0)
+        s = tl.where(
+            row_ok[:, None] & col_ok[None, :], tl.dot(q, tl.trans(k)) * scale, -float("inf")
+        )
+        p = tl.exp(s - lse[:, None])
+        dv += tl.dot(tl.trans(p), do)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None]) * scale
+        dk += tl.dot(tl.trans(ds), q)
+        # this key block's share of dq, added atomically: every key block adds to these rows
+        tl.atomic_add(
+            dq_ptr + rows[:, None] * stride_dq + dims[None, :], tl.dot(ds, k), mask=row_ok[:, None]
+        )
+    tl.store(dk_ptr + cols[:, None] * stride_dk + dims[None, :], dk, mask=col_ok[:, None])
+    tl.store(dv_ptr + cols[:, None] * stride_dv + dims[None, :], dv, mask=col_ok[:, None])
+
+
+def attention_forward_lse(q, k, v):
+    L, d = q.shape
+    S = k.shape[0]
+    o = torch.empty((L, d), dtype=torch.float32, device=q.device)
+    lse = torch.empty((L,), dtype=torch.float32, device=q.device)
+    attention_lse_kernel[(triton.cdiv(L, 32),)](
+        q, k, v, o, lse, L, S, q.stride(0), k.stride(0), v.stride(0), o.stride(0),
+        1.0 / math.sqrt(d), D=d, BLOCK_M=32, BLOCK_N=32,
+    )  # fmt: skip
+    return o, lse
+
+
+def attention_backward(q, k, v, o, lse, do):
+    L, d = q.shape
+    S = k.shape[0]
+    dq = torch.zeros((L, d), dtype=torch.float32, device=q.device)  # atomics add into it
+    dk = torch.empty((S, d), dtype=torch.float32, device=q.device)
+    dv = torch.empty((S, d), dtype=torch.float32, device=q.device)
+    delta = torch.empty((L,), dtype=torch.float32, device=q.device)
+    attention_delta_kernel[(triton.cdiv(L, 64),)](
+        o, do, delta, L, o.stride(0), do.stride(0), D=d, BLOCK_M=64
+    )
+    attention_bwd_kernel[(triton.cdiv(S, 16),)](
+        q, k, v, do, lse, delta, dq, dk, dv, L, S, q.stride(0), k.stride(0), v.stride(0),
+        do.stride(0), dq.stride(0), dk.stride(0), dv.stride(0), 1.0 / math.sqrt(d), D=d,
+        BLOCK_M=32, BLOCK_N=16,
+    )  # fmt: skip
+    return dq, dk, dv
