@@ -3,8 +3,14 @@ instructor generates and releases an assignment into the course-local exchange, 
 it, answers and submits, the instructor collects, autogrades (plain ``nbgrader autograde``, no
 course command), generates and releases feedback, and the student fetches it. The course's
 configuration (grader/nbgrader_config.py) makes plain nbgrader judge test cells in the grading
-process: the blank notebook scores 0, CUDA cells without a GPU score 0 and say so.
-Slow (about two minutes)."""
+process: the blank notebook scores 0, CUDA cells without a GPU score 0 and say so (about two
+minutes).
+
+Then every notebook added to an nbgrader course of an instructor's own, with a minimal
+configuration: plain nbgrader runs the test cells in the student's kernel and scores them from
+their outputs, so a blank copy must score 0, and the reference and a correct alternative every
+point but the CUDA cells' without a GPU, which they lose if a check lets anything reach the
+cell's stderr (a synthetic assignment shows that they would). One autograde of all of it."""
 
 from __future__ import annotations
 
@@ -251,19 +257,42 @@ def foreign(tmp_path_factory):
     root = tmp_path_factory.mktemp("foreign")
     selftest = _stderr_selftest(tmp_path_factory.mktemp("selftest") / SELFTEST)
     proc = foreign_course(root, course.assignments(), {SELFTEST: selftest})
+    (root / "autograde.log").write_text(proc.stdout + proc.stderr)  # to read after a failure
     return {"root": root, "proc": proc}
 
 
+def _autograde_log(foreign, aid: str, student: str) -> str:
+    """What nbgrader's autograde logged about one submission (its lines, to the next one's)."""
+    lines = (foreign["proc"].stdout + foreign["proc"].stderr).splitlines()
+    mine = [i for i, line in enumerate(lines) if f"/{student}/{aid}/" in line]
+    if not mine:
+        return "\n".join(lines[-40:])
+    end = next(
+        (i for i in range(mine[-1] + 1, len(lines)) if "Autograding" in lines[i]), len(lines)
+    )
+    return "\n".join(lines[mine[0] : end])[-4000:]
+
+
 def _foreign_grades(foreign, aid: str, student: str) -> dict[str, tuple[float, float]]:
-    """Grade id -> (score, max score) of one graded submission of the foreign course."""
+    """Grade id -> (score, max score) of one graded submission of the foreign course.
+
+    Raises:
+        AssertionError: nbgrader did not grade it, or its execution failed (nbgrader then
+            removes the autograded notebook), with what nbgrader logged about it.
+    """
     root = foreign["root"]
+    graded = root / "autograded" / student / aid / f"{aid}.ipynb"
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", FOREIGN_COURSE) as gb:
         try:
             sub = gb.find_submission_notebook(aid, aid, student)
         except Exception as exc:  # noqa: BLE001 - MissingEntry: say why there is none
-            log = foreign["proc"].stdout[-3000:] + foreign["proc"].stderr[-3000:]
+            log = _autograde_log(foreign, aid, student)
             raise AssertionError(f"{student}/{aid} was not graded ({exc}):\n{log}") from None
-        return {g.name: (g.score, g.max_score) for g in sub.grades if g.cell_type == "code"}
+        grades = {g.name: (g.score, g.max_score) for g in sub.grades if g.cell_type == "code"}
+    if not graded.is_file():
+        log = _autograde_log(foreign, aid, student)
+        raise AssertionError(f"nbgrader failed to grade {student}/{aid}:\n{log}")
+    return grades
 
 
 @pytest.mark.timeout(3600)
