@@ -192,7 +192,8 @@ _SELFTEST_CELLS = {
         "import os\n\nfrom grader.checks.common import passed\n\n"
         "assert answer() == 42\n"
         'passed("answer() is 42")\n'
-        'os.write(2, b"USDT: SyncActivityProfilerHandler.cpp:39] profiler_start\\n")  # as C++ does\n'
+        # as C++ does; bound, as a check's writes are: a cell's last value is partial credit
+        '_ = os.write(2, b"USDT: SyncActivityProfilerHandler.cpp:39] profiler_start\\n")\n'
     ),
     "test_torch_logs_a_warning": (
         "import logging\n\nimport torch\n\nfrom grader.checks.common import passed\n\n"
