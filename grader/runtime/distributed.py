@@ -363,14 +363,18 @@ def run_ranks(
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
     method = start_method or default_start_method()
-    try:
-        return _start_ranks(fn, world_size, args, backend, timeout_s, method)
-    except RanksFailed as exc:
-        if start_method is None and method == "fork" and _AUTOGRAD_FORK in str(exc):
-            # The autograd engine had started device threads after all (see fork_is_safe):
-            # start the ranks again, fresh.
-            return _start_ranks(fn, world_size, args, backend, timeout_s, "spawn")
-        raise
+    # What the ranks and torch's launcher write to stderr (a rank's warnings, "Terminating
+    # process ... via signal SIGTERM" when one fails) is shown on stdout: plain nbgrader scores
+    # a test cell with any stderr output 0 (grader.runtime.quiet).
+    with captured_stderr(show=True, label="the rank processes"):
+        try:
+            return _start_ranks(fn, world_size, args, backend, timeout_s, method)
+        except RanksFailed as exc:
+            if start_method is None and method == "fork" and _AUTOGRAD_FORK in str(exc):
+                # The autograd engine had started device threads after all (see fork_is_safe):
+                # start the ranks again, fresh.
+                return _start_ranks(fn, world_size, args, backend, timeout_s, "spawn")
+            raise
 
 
 #: What a forked child's backward raises once its parent's autograd engine runs device threads.
@@ -382,34 +386,20 @@ def _start_ranks(fn, world_size, args, backend, timeout_s, start_method) -> list
         fn = portable(fn)
         args = tuple(portable(a) for a in args)
     tmp = tempfile.mkdtemp(prefix="gpu-course-ranks-")
-    # What the ranks and torch's launcher write to stderr (a rank's warnings, "Terminating
-    # process ... via signal SIGTERM" when one fails) is shown on stdout: plain nbgrader scores
-    # a test cell with any stderr output 0 (grader.runtime.quiet).
     try:
-        with captured_stderr(show=True, label="the rank processes"):
-            with warnings.catch_warnings():
-                # Python 3.12+ warns that fork() in a multi-threaded process (a Jupyter kernel)
-                # may deadlock; the ranks touch no lock the kernel's threads hold, and the
-                # deadline below ends any run that does hang.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                context = mp.start_processes(
-                    _rank_main,
-                    args=(
-                        fn,
-                        world_size,
-                        backend,
-                        os.path.join(tmp, "store"),
-                        tmp,
-                        timeout_s,
-                        args,
-                    ),
-                    nprocs=world_size,
-                    join=False,
-                    start_method=start_method,
-                )
-            _join(
-                context, world_size, time.monotonic() + timeout_s, f"{world_size} {backend} ranks"
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that fork() in a multi-threaded process (a Jupyter kernel)
+            # may deadlock; the ranks touch no lock the kernel's threads hold, and the
+            # deadline below ends any run that does hang.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            context = mp.start_processes(
+                _rank_main,
+                args=(fn, world_size, backend, os.path.join(tmp, "store"), tmp, timeout_s, args),
+                nprocs=world_size,
+                join=False,
+                start_method=start_method,
             )
+        _join(context, world_size, time.monotonic() + timeout_s, f"{world_size} {backend} ranks")
         return [
             torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False)
             for r in range(world_size)
