@@ -1049,7 +1049,10 @@ def _compile_one(index: int, launch: dict, kernel: Any, arch: int, workdir: Path
         }
     except Exception as e:  # noqa: BLE001
         return _failure(index, name, arch, "record", f"the record does not fit {name}: {e}")
-    options = {k: launch[k] for k in ("num_warps", "num_stages", "maxnreg") if launch.get(k)}
+    # as given, 0 included (num_warps=0 is a config the compiler refuses, as on a GPU)
+    options = {
+        k: launch[k] for k in ("num_warps", "num_stages", "maxnreg") if launch.get(k) is not None
+    }
     start = time.perf_counter()
     with _captured_output() as captured:
         try:

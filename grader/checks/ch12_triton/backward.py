@@ -57,7 +57,8 @@ from grader.checks.ch12_triton.kernels import (
     _autotune_without_timing,
     _bytes,
     _changed_after_kernels,
-    _compile,
+    _compiled,
+    _for_compiling,
     _inputs_changed,
     _judge_compiled,
     _role,
@@ -403,7 +404,7 @@ def _finish(cases: list[dict], compile_them: bool) -> dict:
     for one in cases:
         for part in (one, one.get("forward") or {}, one.get("backward") or {}):
             launches += part.pop("launches", [])
-    return {"cases": cases, "compiled": _compile(launches) if compile_them else None}
+    return {"cases": cases, "launches": _for_compiling(launches) if compile_them else []}
 
 
 def _probe_forward_lse(fn, specs: list, compile_them: bool = False) -> dict:
@@ -1015,7 +1016,11 @@ def _check_forward_lse(fn_obj, specs: list, compile_them: bool) -> str:
     )
     for spec, one in zip(specs, got["cases"]):
         _judge_forward_lse(tuple(spec), one)
-    return _judge_compiled("attention_forward_lse", got["compiled"]) if compile_them else ""
+    if not compile_them:
+        return ""
+    return _judge_compiled(
+        "attention_forward_lse", _compiled(fn, got["launches"], "attention_forward_lse")
+    )
 
 
 def check_attention_forward_lse(attention_forward_lse) -> None:
@@ -1047,7 +1052,11 @@ def _check_backward(fn_obj, specs: list, compile_them: bool) -> str:
     got = call_student(fn.probe, _probe_backward, specs, compile_them, name="attention_backward")
     for spec, one in zip(specs, got["cases"]):
         _judge_backward(tuple(spec), one)
-    return _judge_compiled("attention_backward", got["compiled"]) if compile_them else ""
+    if not compile_them:
+        return ""
+    return _judge_compiled(
+        "attention_backward", _compiled(fn, got["launches"], "attention_backward")
+    )
 
 
 def check_attention_backward(attention_backward) -> None:
@@ -1139,7 +1148,9 @@ def _check_flash(fn_obj, specs: list, compile_them: bool) -> str:
     got = call_student(fn.probe, _probe_flash, specs, compile_them, name="flash_attention")
     for spec, one in zip(specs, got["cases"]):
         _judge_flash(tuple(spec), one)
-    return _judge_compiled("flash_attention", got["compiled"]) if compile_them else ""
+    if not compile_them:
+        return ""
+    return _judge_compiled("flash_attention", _compiled(fn, got["launches"], "flash_attention"))
 
 
 def check_flash_attention(flash_attention) -> None:

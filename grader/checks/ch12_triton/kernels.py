@@ -17,10 +17,23 @@ floating-point tensors its torch operations create: an ``L x S`` score matrix ma
 is seen there, one written by a kernel into a scratch tensor in its stores (and the scratch
 tensor's allocation).
 
+The visible cases are hand-picked edges; the hidden checks add cases drawn (seeded) from each
+statement's whole domain (:func:`draw_cases`: sizes no block divides, every stride and layout,
+extreme values, the largest sizes allowed).
+
 ``triton.autotune`` cannot time configs under the interpreter ("0 active drivers"), so while a
-probe runs a kernel on CPU tensors, every autotuned kernel runs one of its configs (the first
-by default; :func:`_probe_matmul_configs` tries each) without timing anything; on CUDA tensors
-the autotuner works as usual, and the ``_cuda`` checks record how many configs it had.
+probe runs a kernel on CPU tensors, every autotuned kernel runs one config without timing
+anything: its own first one, or one of the student's GPU configs (``matmul_configs(True)``),
+each of which :func:`_probe_matmul_configs` runs in turn; on CUDA tensors the autotuner works
+as usual, and the ``_cuda`` checks record how many configs it had.
+
+**Compiled.** Every kernel a visible check launches is recorded
+(:func:`grader.runtime.triton_compile.record_launches`) and, once the cases have passed,
+compiled for sm_90 and sm_80 in a fresh process by a second probe (:func:`_probe_compile`,
+judged by :func:`_judge_compiled`): the compiler's rejections fail, a block no GPU could
+launch fails (for autotune configs: only when none fits), a float32 ``tl.dot`` of the matmul
+must be float32-accurate (its TTIR precision), and the pass message gives the compiled
+registers, spills, shared memory and occupancy.
 
 The ``_cuda`` checks run each function on CUDA tensors of realistic sizes: values, and the
 kernel's time against torch's for the same operation (``torch.utils.benchmark``, medians of
@@ -485,7 +498,7 @@ def _for_compiling(launches: list[dict]) -> list[dict]:
 def _compile(launches: list[dict]) -> dict:
     """Compile ``launches`` for sm_90 and sm_80 (:func:`~grader.runtime.triton_compile.
     compile_launches`, a fresh process), keeping what the checks judge and show."""
-    picked = _for_compiling(launches)
+    picked = _for_compiling(launches)  # already chosen by the probes: a no-op there
     try:
         results = triton_compile.compile_launches(picked, timeout_s=COMPILE_TIMEOUT_S)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported, never the student's fault
@@ -504,11 +517,24 @@ def _compile(launches: list[dict]) -> dict:
 
 
 def _probe_cases_compiled(fn, kind: str, specs: list) -> dict:
-    """Probe: :func:`_probe_cases`, then every kernel those cases launched compiled for sm_90
-    and sm_80 (:func:`_compile`)."""
+    """Probe: :func:`_probe_cases`, with the kernels those cases launched, chosen for compiling
+    (:func:`_for_compiling`), beside them: the check judges the cases first and compiles only
+    an answer they pass (:func:`_compiled`), so a wrong answer costs no compile."""
     cases = [_counted_call(fn, kind, tuple(spec)) for spec in specs]
     launches = [launch for one in cases for launch in one.pop("launches", [])]
-    return {"cases": cases, "compiled": _compile(launches)}
+    return {"cases": cases, "launches": _for_compiling(launches)}
+
+
+def _probe_compile(fn, launches: list) -> dict:
+    """Probe: ``launches`` (recorded by an earlier probe of the same answer) compiled for sm_90
+    and sm_80 where the answer lives (:func:`_compile`: a fresh process, sandboxed like the
+    student's kernel: re-creating a kernel runs its ``def``)."""
+    return _compile(launches)
+
+
+def _compiled(fn, launches: list, name: str) -> dict:
+    """The compile results of ``launches`` (plain data), through the student's handle ``fn``."""
+    return call_student(fn.probe, _probe_compile, launches, name=f"{name} (compiled)")
 
 
 def _describe_config(config) -> dict:
@@ -542,11 +568,20 @@ def _probe_matmul_configs(matmul, specs: list) -> dict:
     result: dict = {"call": {"ok": True, "value": None}, "configs": described, "runs": []}
     if ok:
         launches = []
-        for config in configs[:MAX_GPU_CONFIGS]:
+        for i, config in enumerate(configs[:MAX_GPU_CONFIGS]):
             runs = [_counted_call(matmul, "matmul", tuple(spec), config=config) for spec in specs]
-            launches += [launch for one in runs for launch in one.pop("launches", [])]
+            for one in runs:
+                recorded = one.pop("launches", [])
+                # every config compiled in float16 (the GPU's dtype for a matmul); float32 for
+                # the first config only: the precision of its tl.dot is the code's, not the
+                # config's, and each compile costs seconds
+                launches += [
+                    launch
+                    for launch in recorded
+                    if i == 0 or "*fp32" not in launch.get("signature", {}).values()
+                ]
             result["runs"].append(runs)
-        result["compiled"] = _compile(launches)
+        result["launches"] = _for_compiling(launches)
     return result
 
 
@@ -936,7 +971,7 @@ def check_bias_gelu(bias_gelu) -> None:
     )
     for spec, one in zip(BIAS_GELU_CASES, got["cases"]):
         _judge_bias_gelu(spec, one)
-    facts = _judge_compiled("bias_gelu", got["compiled"])
+    facts = _judge_compiled("bias_gelu", _compiled(fn, got["launches"], "bias_gelu"))
     passed(
         f"bias_gelu: {len(BIAS_GELU_CASES)} shapes, one launch each, x read once, only the "
         f"output stored, every lane in bounds; {facts}"
@@ -1095,7 +1130,7 @@ def check_softmax_rows(softmax_rows) -> None:
     )
     for spec, one in zip(SOFTMAX_CASES, got["cases"]):
         _judge_softmax(spec, one)
-    facts = _judge_compiled("softmax_rows", got["compiled"])
+    facts = _judge_compiled("softmax_rows", _compiled(fn, got["launches"], "softmax_rows"))
     passed(
         f"softmax_rows: {len(SOFTMAX_CASES)} cases (strided rows, values near ±1e4, rows "
         f"spread wide), each row read once; {facts}"
@@ -1301,7 +1336,7 @@ def check_matmul(matmul) -> None:
     ran = _judge_gpu_configs(found)
     facts = _judge_compiled(
         "matmul (your GPU configs)",
-        found.get("compiled", {}),
+        _compiled(fn, found.get("launches", []), "matmul (your GPU configs)"),
         float32_exact=True,
         every_variant=False,
     )
@@ -1515,7 +1550,9 @@ def check_attention_forward(attention_forward) -> None:
     )
     for spec, one in zip(ATTENTION_CASES, got["cases"]):
         _judge_attention(spec, one)
-    facts = _judge_compiled("attention_forward", got["compiled"])
+    facts = _judge_compiled(
+        "attention_forward", _compiled(fn, got["launches"], "attention_forward")
+    )
     passed(
         f"attention_forward: {len(ATTENTION_CASES)} shapes, only the output stored, no L x S "
         f"tensor, k and v read once per block of queries; {facts}"
@@ -1718,3 +1755,35 @@ def warm_caches() -> None:
     torch._dynamo.reset()
     compiled = torch.compile(unfused_bias_gelu)
     compiled(torch.randn(256, 300), torch.randn(300))
+    _warm_notebook_kernels()
+
+
+def _warm_notebook_kernels() -> None:
+    """Run the student copy's code cells that are not graded (its demos, and the exercise cells
+    as released: stubs) in this process, so that Triton's cache (``TRITON_CACHE_DIR``) holds
+    what the notebook's section 5 compiles for sm_90 and sm_80: the notebook's own kernels (a
+    128 x 128 x 64 tile in nine variants, ...), about half a minute of compiling with an empty
+    cache on 2 cores, which each graded submission then reads instead of compiling again. The
+    compiled kernels are keyed by their source and signature, the same in every submission's
+    copy of these cells. A cell that fails (a stub raising NotImplementedError) is skipped."""
+    import json
+    import linecache
+    import os
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    from grader.runtime import course
+
+    cells = json.loads(course.release_path(ASSIGNMENT).read_text())["cells"]
+    namespace: dict = {"__name__": "__main__"}
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code" or meta.get("grade"):
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        filename = f"<12_triton:{cell.get('id')}>"
+        # in the line cache, as IPython keeps a cell: @triton.jit reads its function's source
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        try:
+            exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the course's cells
+        except Exception:  # noqa: BLE001, S112 - a stub or a GPU-only cell: the others still warm
+            continue
