@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import logging
 import math
 import re
@@ -42,6 +41,7 @@ from grader.checks.common import (
 )
 from grader.runtime import handover
 from grader.runtime.course import reference
+from grader.runtime.quiet import captured_stderr
 from grader.runtime.remote import Recorded, attempt, student
 
 ASSIGNMENT = "09_compilation"
@@ -72,12 +72,14 @@ def normalize_scores(x: torch.Tensor) -> torch.Tensor:
 @contextlib.contextmanager
 def quiet_compiler() -> Iterator[None]:
     """Silence the compiler's diagnostics: dynamo's graph-break warnings (``explain`` reports the
-    breaks itself) and the partial graphs ``torch.export`` prints to stderr when it fails."""
+    breaks itself), the partial graphs ``torch.export`` prints to stderr when it fails, and what
+    the first compilation logs ("No CUDA runtime is found"), at the file-descriptor level too
+    (:func:`grader.runtime.quiet.captured_stderr`)."""
     logger = logging.getLogger("torch._dynamo")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
+        with captured_stderr(show_on_error=False):  # the exception says what failed
             yield
     finally:
         logger.setLevel(level)

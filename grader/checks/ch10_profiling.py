@@ -46,6 +46,7 @@ from grader.checks.common import (
 )
 from grader.runtime import trace as tracing
 from grader.runtime.course import reference
+from grader.runtime.quiet import captured_stderr
 from grader.runtime.remote import Recorded, attempt, attempt_all, outcome, student
 from grader.runtime.simulate import RaceError, simulated_cuda
 
@@ -386,11 +387,12 @@ def profile_cuda(fn) -> tuple[object, list[dict]]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        with record_function(WINDOW):
-            out = fn()
-        torch.cuda.synchronize()
-    return out, _events_of_profile(prof)
+    with captured_stderr():  # Kineto's "USDT: ... profiler_start" lines (grader.runtime.quiet)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with record_function(WINDOW):
+                out = fn()
+            torch.cuda.synchronize()
+        return out, _events_of_profile(prof)
 
 
 def _sim_events(sim) -> list[dict]:
@@ -589,10 +591,11 @@ def profile_cpu(fn) -> tuple[object, list[dict]]:
     :data:`WINDOW` range; return its result and the trace events."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        with record_function(WINDOW):
-            out = fn()
-    return out, _events_of_profile(prof)
+    with captured_stderr():  # Kineto's "USDT: ... profiler_start" lines (grader.runtime.quiet)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with record_function(WINDOW):
+                out = fn()
+        return out, _events_of_profile(prof)
 
 
 def _probe_fused_compiled(fused_step) -> dict | None:

@@ -11,8 +11,9 @@ figures measured on a GPU or published for one (:mod:`~grader.runtime.recorded`)
 CUDA errors that the CPU stand-ins word differently (:mod:`~grader.runtime.cuda_messages`), Triton
 kernels on the CPU under Triton's interpreter with the bytes they load and store
 (:mod:`~grader.runtime.triton_cpu`), the same kernels compiled for sm_90 and sm_80 without a GPU,
-with their registers, shared memory and occupancy (:mod:`~grader.runtime.triton_compile`), and
-the probe protocol between a student's kernel and the
+with their registers, shared memory and occupancy (:mod:`~grader.runtime.triton_compile`), what
+torch, its profiler and child processes write to stderr kept out of a test cell's outputs
+(:mod:`~grader.runtime.quiet`), and the probe protocol between a student's kernel and the
 grading process (:mod:`~grader.runtime.remote`, :mod:`~grader.runtime.handover`).
 
 May import: the standard library, third-party packages, and other modules of this package. Never

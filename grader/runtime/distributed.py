@@ -56,6 +56,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from grader.runtime.quiet import captured_stderr
+
 
 class RanksFailed(RuntimeError):
     """A rank raised, crashed or did not finish in time (the message says which and why)."""
@@ -361,14 +363,18 @@ def run_ranks(
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
     method = start_method or default_start_method()
-    try:
-        return _start_ranks(fn, world_size, args, backend, timeout_s, method)
-    except RanksFailed as exc:
-        if start_method is None and method == "fork" and _AUTOGRAD_FORK in str(exc):
-            # The autograd engine had started device threads after all (see fork_is_safe):
-            # start the ranks again, fresh.
-            return _start_ranks(fn, world_size, args, backend, timeout_s, "spawn")
-        raise
+    # What the ranks and torch's launcher write to stderr (a rank's warnings, "Terminating
+    # process ... via signal SIGTERM" when one fails) is shown on stdout: plain nbgrader scores
+    # a test cell with any stderr output 0 (grader.runtime.quiet).
+    with captured_stderr(show=True, label="the rank processes"):
+        try:
+            return _start_ranks(fn, world_size, args, backend, timeout_s, method)
+        except RanksFailed as exc:
+            if start_method is None and method == "fork" and _AUTOGRAD_FORK in str(exc):
+                # The autograd engine had started device threads after all (see fork_is_safe):
+                # start the ranks again, fresh.
+                return _start_ranks(fn, world_size, args, backend, timeout_s, "spawn")
+            raise
 
 
 #: What a forked child's backward raises once its parent's autograd engine runs device threads.
@@ -459,14 +465,17 @@ def spawn_script(
     script = str(Path(script).resolve())
     if not os.path.isfile(script):
         raise FileNotFoundError(f"no script at {script}: run the cell that writes it first")
-    context = mp.start_processes(
-        _script_main,
-        args=(script, function, world_size, config),
-        nprocs=world_size,
-        join=False,
-        start_method="spawn",
-    )
-    _join(context, world_size, time.monotonic() + timeout_s, f"{Path(script).name} with mp.spawn")
+    with captured_stderr(show=True, label="the rank processes"):  # as in run_ranks
+        context = mp.start_processes(
+            _script_main,
+            args=(script, function, world_size, config),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
+        )
+        _join(
+            context, world_size, time.monotonic() + timeout_s, f"{Path(script).name} with mp.spawn"
+        )
 
 
 def torchrun_command(script: str | Path, nproc: int, *script_args: str) -> list[str]:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from grader.runtime import handover
+from grader.runtime.quiet import captured_stderr
 
 #: MIME type of the output through which the kernel answers a request.
 MIME = "application/vnd.gpu-course.handover+base64"
@@ -105,10 +106,14 @@ def execute(fn: Callable, obj: Any, has_target: bool, args: tuple, kwargs: dict)
 
     The student's exceptions (and ``SystemExit``) become an error reply; a result that is not
     plain data becomes a :class:`grader.runtime.handover.NotData` error reply. ``KeyboardInterrupt``
-    (the grader interrupting a cell past its time limit) passes through.
+    (the grader interrupting a cell past its time limit) passes through. What the request writes
+    to stderr is printed on stdout instead (:func:`grader.runtime.quiet.captured_stderr`).
     """
     try:
-        value = fn(obj, *args, **kwargs) if has_target else fn(*args, **kwargs)
+        # What the student's code (or torch, for it) writes to stderr is shown as ordinary
+        # output: plain nbgrader scores a test cell with any stderr output 0 (grader.runtime.quiet).
+        with captured_stderr(show=True, label="your code"):
+            value = fn(obj, *args, **kwargs) if has_target else fn(*args, **kwargs)
         reply: dict = {"ok": True, "value": value}
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - every error is the reply
         reply = {"ok": False, "error": handover.describe(exc)}

@@ -57,6 +57,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from grader.runtime.quiet import captured_stderr
+
 #: The real clock functions, captured before any simulation patches ``time``: code that
 #: imported one by name (``from time import perf_counter``) holds these objects.
 _REAL_CLOCKS = (time.perf_counter, time.monotonic, time.time)
@@ -916,7 +918,10 @@ def _timer_patches(sim: SimulatedCuda, *, virtual: bool = True) -> list:
     """
     import timeit
 
-    from torch.utils.benchmark.utils import timer as bench_timer
+    # Imported here for the first time in most processes: it imports torch.utils.cpp_extension,
+    # which logs "No CUDA runtime is found" to stderr on a machine without CUDA (quiet.py).
+    with captured_stderr():
+        from torch.utils.benchmark.utils import timer as bench_timer
 
     torch_default = bench_timer.timer
     real = (*_REAL_CLOCKS, timeit.default_timer)

@@ -16,6 +16,8 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+from grader.runtime.quiet import captured_stderr
+
 # Kineto (the profiler's backend) logs "ERROR ... gpuGetDeviceCount failed" on machines
 # without a GPU; level 5 keeps only fatal messages. Read when the profiler first starts.
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")
@@ -60,7 +62,7 @@ def profile_spans(fn: Callable[[], object]) -> list[Span]:
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
+    with captured_stderr(), profile(activities=activities) as prof:  # Kineto's "USDT:" lines
         fn()
         if torch.cuda.is_available():
             torch.cuda.synchronize()
