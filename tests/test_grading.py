@@ -954,7 +954,7 @@ def test_jobs_that_share_a_gpu_lock_grade_as_before(tmp_path):
 
     options = grading.GradingOptions.for_machine(2, gpu=True)
     results = demo.run_demo(["01_devices"], keep=tmp_path / "work", feedback=False,
-                            progress=False, options=options)  # fmt: skip
+                            progress=False, options=options, kind="core")  # fmt: skip
     assert results and all(r.ok for r in results), demo.explain_mismatches(results)
     assert (tmp_path / "work" / "gpu.lock").is_file()
     assert (tmp_path / "work" / "gpu.lock.gate").is_file()

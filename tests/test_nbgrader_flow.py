@@ -153,7 +153,14 @@ def foreign_course(root: Path, assignments: list[str], sources: dict[str, Path] 
         f"c.CourseDirectory.root = {str(root)!r}\n"
         f"c.Execute.timeout = {CELL_TIMEOUT_S}\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_CONFIG_PATH", GRADING_ENV)}
+    # as an instructor's shell: no PYTEST_* variables (ipykernel does not forward what is written
+    # to file descriptor 2 into the notebook while PYTEST_CURRENT_TEST is set, so Kineto's lines
+    # would never reach a cell here although they do in a real course)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("JUPYTER_CONFIG_PATH", GRADING_ENV) and not k.startswith("PYTEST_")
+    }
     env["JUPYTER_CONFIG_DIR"] = str(root / "jupyter-config")  # no user-wide nbgrader settings
     # as in an activated environment: nbgrader runs `alembic` for its gradebook
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
