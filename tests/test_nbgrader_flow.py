@@ -348,7 +348,8 @@ def assert_every_point(root: Path, aid: str, student: str, grades: dict) -> None
             wrong.append(
                 f"{grade_id}: {score}/{max_score}, expected {expected}\n  " + "\n  ".join(said)
             )
-    assert not wrong, f"{student}/{aid} under plain nbgrader:\n" + "\n".join(wrong)
+    if wrong:  # raised, not asserted: pytest would re-indent the message's lines
+        raise AssertionError(f"{student}/{aid} under plain nbgrader:\n" + "\n".join(wrong))
 
 
 @pytest.mark.timeout(3600)
