@@ -65,6 +65,21 @@ def _interleaved_both_divided(p, m, schedule, v):
     return ((p - 1) / v) / ((m + p - 1) / v)
 
 
+def _m_clamped_to_p(p, m, schedule, v):
+    return (p - 1) / (v * max(m, p) + p - 1)
+
+
+#: What 1F1B with fewer micro-batches than stages is: PyTorch's ``Schedule1F1B`` refuses it
+#: (torch 2.14.1: "Number of microbatches (m) must be greater than or equal to the number of
+#: stages (p)"), but the schedule is still defined and the exercise asks for its idle share.
+_FEW_MICRO_BATCHES = (
+    "1F1B with m < p is still a schedule: every stage's warm-up holds all m micro-batches, so it "
+    "runs as GPipe does and its idle share is (p-1)/(m+p-1). PyTorch's Schedule1F1B refuses m < "
+    "p (it would gain nothing over GPipe), but the exercise asks for the value the formula "
+    "defines: return it, do not raise, and do not count m as if it were p"
+)
+
+
 #: (how the mistake computes, what to tell the student); the first that matches is named.
 _BUBBLE_MISTAKES = [
     (
@@ -93,13 +108,10 @@ _BUBBLE_MISTAKES = [
 
 def _bubble_cases():
     """Valid calls: ``(p, m, schedule, virtual_stages)``."""
-    cases = [
-        (p, m, sched, 1)
-        for sched in ("gpipe", "1f1b")
-        for p in (1, 2, 4, 8)
-        for m in (1, 4, 8, 32)
-        if not (sched == "1f1b" and m < p)
-    ]
+    grid = [(p, m) for p in (1, 2, 4, 8) for m in (1, 4, 8, 32)]
+    # 1F1B with m < p last: an answer right for m >= p and wrong below is told why
+    cases = [(p, m, "gpipe", 1) for p, m in grid]
+    cases += sorted(((p, m, "1f1b", 1) for p, m in grid), key=lambda c: c[1] < c[0])
     cases += [(4, 8, "interleaved_1f1b", 2), (8, 16, "interleaved_1f1b", 4)]
     cases += [(4, 4, "interleaved_1f1b", 1), (2, 6, "interleaved_1f1b", 3)]
     return cases
@@ -110,6 +122,8 @@ def _bubble_cases_hidden():
         (3, 5, "gpipe", 1),
         (16, 3, "gpipe", 1),
         (7, 7, "1f1b", 1),
+        (16, 3, "1f1b", 1),
+        (5, 4, "1f1b", 1),
         (64, 256, "1f1b", 1),
         (8, 64, "interleaved_1f1b", 2),
         (3, 9, "interleaved_1f1b", 5),
@@ -158,6 +172,11 @@ def _is_number(x) -> bool:
     return True
 
 
+def _close(mistake: float, got: float) -> bool:
+    """Whether ``got`` is what a mistake computes (relative tolerance 1e-9)."""
+    return abs(mistake - got) <= 1e-9 * max(1.0, abs(got))
+
+
 def _check_bubble(bubble_fraction, cases, invalid) -> None:
     ref = reference(ASSIGNMENT).bubble_fraction
     calls = [_bubble_call(c) for c in cases] + [_bubble_call(a) for a, _ in invalid]
@@ -166,24 +185,38 @@ def _check_bubble(bubble_fraction, cases, invalid) -> None:
     for case in cases:
         p, m, sched, v = case
         (args, kwargs) = _bubble_call(case)
-        got = call_student(answers, *args, name="bubble_fraction", **kwargs)
         want = ref(*args, **kwargs)
         what = f"bubble_fraction({p}, {m}, schedule={sched!r}, virtual_stages={v})"
+        try:
+            got = call_student(answers, *args, name="bubble_fraction", **kwargs)
+        except CheckFailed as exc:
+            if sched == "1f1b" and m < p:
+                fail(what, yours=str(exc).splitlines()[0], expected=want, cause=_FEW_MICRO_BATCHES)
+            raise
         if _is_number(got) and abs(got - want) <= 1e-12 + 1e-9 * abs(want):
             if sched == "gpipe":
                 gpipe[(p, m)] = got
             continue
         if not _is_number(got):
             fail(what, yours=got, expected=want, cause="return a float (the idle share, 0 to 1)")
-        cause = next(
-            (
-                text
-                for mistake, text in _BUBBLE_MISTAKES
-                if abs(mistake(p, m, sched, v) - got) <= 1e-9 * max(1.0, abs(got))
-            ),
-            None,
-        )
-        if cause is None and sched == "1f1b" and got < want:
+        if sched == "1f1b" and m < p and _close(_m_clamped_to_p(p, m, sched, v), got):
+            cause = _FEW_MICRO_BATCHES
+        else:
+            cause = next(
+                (
+                    text
+                    for mistake, text in _BUBBLE_MISTAKES
+                    if _close(mistake(p, m, sched, v), got)
+                ),
+                None,
+            )
+        if (
+            sched == "1f1b"
+            and cause != _FEW_MICRO_BATCHES
+            and got < want
+            and (cause is None or (p, m) in gpipe)
+        ):
+            # GPipe's value for the same p and m passed: the mistake is 1F1B's own
             cause = (
                 "1F1B has the same bubble as GPipe, (p-1)/(m+p-1): its fill and drain are as "
                 "long; what it saves is memory (at most p micro-batches in flight on the first "
@@ -212,8 +245,8 @@ def _check_bubble(bubble_fraction, cases, invalid) -> None:
 
 
 def check_bubble_fraction(bubble_fraction) -> None:
-    """Compare with the bubble of GPipe, 1F1B and interleaved 1F1B on 38 cases (p from 1 to 8,
-    m from 1 to 32) and require ValueError for 8 invalid calls.
+    """Compare with the bubble of GPipe, 1F1B (m < p included) and interleaved 1F1B on 36 cases
+    (p from 1 to 8, m from 1 to 32) and require ValueError for 8 invalid calls.
 
     Raises:
         CheckFailed: a value differs (the message names the mistake it matches), or an invalid
@@ -225,8 +258,8 @@ def check_bubble_fraction(bubble_fraction) -> None:
 
 
 def check_bubble_fraction_hidden(bubble_fraction) -> None:
-    """Other stage, micro-batch and virtual-stage counts; ValueError for negative counts and for
-    interleaved 1F1B with m not a multiple of p at v = 1."""
+    """Other stage, micro-batch and virtual-stage counts (1F1B with m < p too); ValueError for
+    negative counts and for interleaved 1F1B with m not a multiple of p at v = 1."""
     bubble_fraction = student(bubble_fraction, "bubble_fraction")
     _check_bubble(bubble_fraction, _bubble_cases_hidden(), _BUBBLE_INVALID_HIDDEN)
     passed("bubble_fraction is right for other p, m and v, and rejects other invalid calls")
