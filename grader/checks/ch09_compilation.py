@@ -654,8 +654,8 @@ def _check_speedup(
     # calls of a wrong answer are timed once lifted one that times compilation (about 100 ms
     # with warm caches) into the band on a loaded CI machine. The listed mistakes land far
     # outside the band (ratios below 0.3) otherwise. Yours runs in your process, the reference
-    # in the grading process, one after the other on the same machine. On a GPU the band spans
-    # the reference's per-call speed-up and the throughput one (see _throughput_ratio): a
+    # in the grading process just before and just after yours, on the same machine; the band
+    # spans both. On a GPU it also spans the throughput speed-up (see _throughput_ratio): a
     # shared GPU separates them, and an answer may time either way.
     tries, good = [], 0
     for attempt_number in range(attempts):
@@ -707,8 +707,8 @@ def check_compile_speedup_hidden(compile_speedup) -> None:
 
 def check_compile_speedup_cuda(compile_speedup) -> None:
     """On a GPU: the same function on a CUDA tensor, where timing needs synchronization; within
-    a factor 3 of the range between the reference's per-call speed-up and the throughput
-    speed-up, both measured just after yours (:func:`_throughput_ratio`)."""
+    a factor 3 of the range of the reference's per-call speed-ups, measured just before and just
+    after yours, and the throughput speed-up measured after it (:func:`_throughput_ratio`)."""
     if not cuda_or_not_checked("compile_speedup on CUDA tensors"):
         return
     compile_speedup = student(compile_speedup, "compile_speedup")
