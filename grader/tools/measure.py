@@ -647,7 +647,10 @@ def _triton(device: str = "cuda") -> list[Figure]:
       figure is at N = 4096 (64 MiB each way, more than the 50 MB L2 of an H100), with its ratio
       to the HBM peak; the curves go to ``images/measured/triton_softmax_bandwidth.png``;
     * ``matmul`` at 4096³ float16 (float32 accumulation; the reference autotunes its blocks on
-      the first call, the warm-up) vs cuBLAS ``torch.matmul``: TFLOP/s = 2 · n³ / time.
+      the first call, the warm-up) vs cuBLAS ``torch.matmul``: TFLOP/s = 2 · n³ / time;
+    * on CUDA, ``triton_check_time_ratio_<function>`` for the five functions with a ``_cuda``
+      check: the reference's time over torch's, with the check's own probe and sizes (what the
+      checks' time bands are set from).
 
     Each part is timed with :func:`median_ms` after a warm-up call (which compiles). A failing
     part (triton cannot compile: ``triton.compiler.errors.CompilationError``; too many
@@ -724,9 +727,46 @@ def _triton(device: str = "cuda") -> list[Figure]:
                        {"cublas_tflops": round(cublas_tflops, 3),
                         "vs_cublas": round(ratio, 3)})]  # fmt: skip
 
+    def check_ratios() -> list[Figure]:
+        """What 12_triton's ``_cuda`` checks time, with their probes at their sizes: the
+        reference's time over torch's for the same operation (the checks' bands,
+        ``MAX_TIME_RATIO`` and ``BACKWARD_MAX_TIME_RATIO``, are set from these figures), each
+        result first checked as the check checks it."""
+        from grader.checks.ch12_triton import backward, kernels
+
+        out = []
+        for kind in kernels.CUDA_SPECS:
+            seen = kernels._probe_cuda(getattr(ref, kind), kind)
+            got = kernels.outcome(seen["call"])
+            rtol, atol = kernels.CUDA_TOL[kind]
+            want = kernels._expected_rows(kind)
+            if not torch.allclose(got.double(), want.double(), rtol=rtol, atol=atol):
+                raise AssertionError(f"{kind} at {kernels.CUDA_SPECS[kind][:3]}: wrong values")
+            out.append((kind, kernels.CUDA_SPECS[kind][:3], kernels.TORCH_OPS[kind],
+                        kernels.MAX_TIME_RATIO[kind], seen))  # fmt: skip
+        spec = backward.BACKWARD_CUDA_SPEC
+        seen = backward._probe_backward_cuda(ref.attention_backward, spec)
+        got = kernels.outcome(seen["call"])
+        rows = backward._rows(spec)
+        for g, w in zip(got, backward.expected_gradients(spec, device=device)):
+            w = w[rows].cpu()
+            scale = w.abs().max().item()
+            if not torch.allclose(g.double(), w, rtol=2e-2, atol=2e-2 * scale):
+                raise AssertionError("attention_backward: wrong gradients")
+        out.append(("attention_backward", spec[:3], "torch.autograd.grad of SDPA's output",
+                    backward.BACKWARD_MAX_TIME_RATIO, seen))  # fmt: skip
+        return [Figure(f"triton_check_time_ratio_{kind}", seen["mine_s"] / seen["torch_s"], "x",
+                       None, f"12_triton's reference {kind} {tuple(size)} / {torch_op}, timed "
+                       f"as its _cuda check times it (band: at most {band:g} x)",
+                       {"triton_ms": round(seen["mine_s"] * 1e3, 4),
+                        "torch_ms": round(seen["torch_s"] * 1e3, 4), "band": band})
+                for kind, size, torch_op, band, seen in out]  # fmt: skip
+
     part("bias_gelu", bias_gelu)
     part("softmax_rows", softmax)
     part("matmul", matmul)
+    if device == "cuda":  # the checks' probes make CUDA tensors of the checks' sizes
+        part("check_ratios", check_ratios)
     if errors:
         raise GroupFailed("; ".join(errors), figures) from first
     return figures
