@@ -1582,14 +1582,16 @@ CUDA_SPECS = {
 }
 #: Rows of the output handed back and compared (all of them would be 64-256 MB).
 CUDA_ROWS = [0, 1, 2, 511, 1000, 2047, 4095]
-#: The bands, wide on purpose (no single GPU is assumed): the kernel's time over torch's for
-#: the same operation, measured in one probe. Expected on an H100-class GPU: bias_gelu about
-#: 0.5-0.7 (x read once and written once instead of twice each: torch's add then gelu),
-#: softmax_rows about 1 (both read once, write once), matmul 1-1.5 against cuBLAS with good
-#: configs (the Triton tutorial's matmul comes close to cuBLAS in fp16), attention a few times
-#: F.scaled_dot_product_attention's float32 kernel. The course's measured figures:
-#: ``python -m grader measure``.
-MAX_TIME_RATIO = {"bias_gelu": 1.0, "softmax_rows": 2.0, "matmul": 3.0, "attention_forward": 8.0}
+#: The bands: the most the kernel's time may be over torch's for the same operation, measured
+#: in one probe. Set from the reference's own ratios, timed with this probe at these sizes on an
+#: H200 (torch 2.11, triton 3.6, 2026-11-28; ``triton_check_time_ratio_*`` in
+#: ``images/recorded_figures.json``, from ``python -m grader measure --only triton``):
+#: bias_gelu 0.43 (one pass over x instead of torch's add then gelu), softmax_rows 0.64, matmul
+#: 1.09 (float16 against cuBLAS), attention_forward 0.42 (against SDPA's float32 kernel). The
+#: simple kernels may take about three times the reference's ratio (and bias_gelu never more
+#: than torch's two kernels: a fused kernel that is not faster has not fused); attention
+#: about ten times, since block sizes and the order of its two dots change its time most.
+MAX_TIME_RATIO = {"bias_gelu": 1.0, "softmax_rows": 2.0, "matmul": 3.0, "attention_forward": 4.0}
 #: torch's version of each operation, timed beside the student's.
 TORCH_OPS = {
     "bias_gelu": "F.gelu(x + bias, approximate='tanh')",
