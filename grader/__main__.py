@@ -10,6 +10,7 @@ Commands:
   benchmark   time grading a class of sample students, one at a time vs in parallel
   measure     measure the course's GPU figures here and record them (CUDA machines)
   verify-gpu  prove the course on a lent GPU in three parts of under 9 minutes each
+  gpu-record  record what a lent GPU proved (images/gpu_verification.json), or print its table
   merge       merge the working folders of shards graded apart into one gradebook
   hub         start the course on JupyterHub on loopback for a demo class (--demo)
   mutants     mutation testing of an assignment's graders: which wrong answers get full marks
@@ -190,6 +191,19 @@ def _cmd_verify_gpu(args) -> int:
     )  # fmt: skip
     print((Path(args.out) / f"part{args.part}.md").read_text())
     return 0 if result["ok"] else 1
+
+
+def _cmd_gpu_record(args) -> int:
+    from grader.tools import gpu_record
+
+    if args.lease is not None:
+        if not args.commit:
+            raise SystemExit("gpu-record --lease needs --commit (the commit the lent machine ran)")
+        run = gpu_record.record_from_lease(args.lease, args.commit, args.note or "")
+        gpu_record.add_run(run)
+        print(f"recorded the run of {run['date']} on {run['device']} in {gpu_record.RECORD_FILE}")
+    print(gpu_record.table())
+    return 0
 
 
 def _cmd_demo(args) -> int:
@@ -510,6 +524,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="parts 2 and 3: submissions graded at the same time (demo --jobs)",
     )  # fmt: skip
     p.set_defaults(func=_cmd_verify_gpu)
+
+    p = sub.add_parser(
+        "gpu-record",
+        help="record what a lent GPU proved (images/gpu_verification.json); print the README's table",
+    )
+    p.add_argument(
+        "--lease", type=Path, default=None,
+        help="a folder .ci/gpu-lease filled (logs.tgz unpacked): append its run to the record",
+    )  # fmt: skip
+    p.add_argument("--commit", default=None, help="with --lease: the commit the machine ran")
+    p.add_argument("--note", default=None, help="with --lease: what the files do not say")
+    p.set_defaults(func=_cmd_gpu_record, cpu_ok=True)
     return parser
 
 
