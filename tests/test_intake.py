@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from grader.grading import intake
+from grader.grading.release import student_copy
 from grader.runtime import course
 from grader.tools import samples
 
@@ -183,7 +184,7 @@ def test_tampered_metadata_is_restored_and_flagged(tmp_path):
     taken = intake.take_in(_write(tmp_path / "s", nb), A)
     release = {
         course.nbgrader_meta(c)["grade_id"]: c
-        for c in course.read(course.release_path(A)).cells
+        for c in course.read(student_copy(A)).cells
         if course.nbgrader_meta(c)
     }
     for cell in taken.notebook.cells:
@@ -229,4 +230,4 @@ def test_deleted_answer_cells_come_back_in_place(tmp_path):
         c for c in nb.cells if course.nbgrader_meta(c).get("grade_id") != "prefetch_to_device"
     ]
     taken = intake.take_in(_write(tmp_path / "s", nb), A)
-    assert _grade_ids(taken.notebook) == _grade_ids(course.read(course.release_path(A)))
+    assert _grade_ids(taken.notebook) == _grade_ids(course.read(student_copy(A)))

@@ -108,6 +108,57 @@ def test_release_differences_in_a_checkout_compare_with_the_committed_version(tm
         notebook.write_bytes(original)
 
 
+def test_a_students_work_in_notebooks_changes_nothing_the_instructor_tools_read(tmp_path):
+    """A student answers an exercise in the committed copy (as the README's student command
+    had them do), edits a demo cell, saves a checkpoint and a file of their own: the demo's
+    blank student still has every stub, its reference and blank go through intake and scan
+    unchanged, and the release check still passes (issue 38: the demo graded such a blank
+    3/16)."""
+    from grader.grading import intake, scan
+    from grader.tools import samples
+
+    aid = "12_triton"
+    folder = course.NOTEBOOKS / aid
+    notebook = folder / f"{aid}.ipynb"
+    original = notebook.read_bytes()
+    written = [folder / ".ipynb_checkpoints", folder / "my_notes.py"]
+    assert not any(p.exists() for p in written), f"leftovers of an earlier run: {written}"
+    reference = {
+        course.nbgrader_meta(c)["grade_id"]: course.strip_solution_markers(c.source)
+        for c in course.solution_cells(course.read(course.source_path(aid)))
+    }
+    try:
+        nb = course.read(notebook)
+        answered = course.solution_cells(nb)[0]
+        answered.source = reference[course.nbgrader_meta(answered)["grade_id"]]
+        demo = next(c for c in nb.cells if c.cell_type == "code" and not course.nbgrader_meta(c))
+        demo.source += "\nprint('my own line')"
+        nbformat.write(nb, notebook)
+        (folder / ".ipynb_checkpoints").mkdir()
+        shutil.copyfile(notebook, folder / ".ipynb_checkpoints" / f"{aid}-checkpoint.ipynb")
+        (folder / "my_notes.py").write_text("x = 1\n")
+
+        blank = samples.build_submission(aid, None, blank=True)
+        for cell in course.solution_cells(blank):
+            assert "raise NotImplementedError()" in cell.source, course.nbgrader_meta(cell)
+        assert "my own line" not in nbformat.writes(blank)
+        for name, sub in (("blank", blank), ("reference", samples.build_submission(aid, None))):
+            path = tmp_path / name / aid / f"{aid}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(sub, path)
+            taken = intake.take_in(path.parent, aid)
+            assert taken.review == [], (name, taken.review)
+            assert scan.scan_notebook(taken.notebook, aid) == [], name
+            changed = {label for label, _ in scan.student_cells(taken.notebook, aid)}
+            assert changed == set(reference), (name, changed - set(reference))
+        if _git_checkout():
+            assert pipeline.release([aid], check=True) == []
+    finally:
+        notebook.write_bytes(original)
+        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
+        Path(folder / "my_notes.py").unlink(missing_ok=True)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_release_check_passes_after_a_student_opens_and_saves_in_the_readmes_jupyterlab(tmp_path):
@@ -159,7 +210,7 @@ def test_release_check_passes_after_a_student_opens_and_saves_in_the_readmes_jup
 
 @pytest.mark.parametrize("aid", ASSIGNMENTS)
 def test_student_copy_hides_solutions_and_hidden_tests(aid):
-    nb = course.read(course.release_path(aid))
+    nb = course.read(release.student_copy(aid))
     text = nbformat.writes(nb)
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
     assert "_hidden(" not in text
@@ -173,7 +224,7 @@ def test_student_copy_opens_on_its_title_with_one_line_for_instructors(aid):
     keeps one short line for instructors at the end of its first cell."""
     source = course.read(course.source_path(aid)).cells[0].source
     assert source.startswith(release.SOURCE_BANNER)
-    first = course.read(course.release_path(aid)).cells[0].source
+    first = course.read(release.student_copy(aid)).cells[0].source
     assert first.startswith(f"# {aid[:2]} · "), first.splitlines()[0]
     assert "Course file" not in first and "generated from the instructor" not in first
     assert first.endswith(release.instructor_note(aid))
@@ -202,12 +253,14 @@ def test_student_copy_runs_until_the_exercises(aid, tmp_path):
     """Demos run without error in the student copy; only the unsolved exercises' test cells
     fail: "not attempted yet", in one line (no traceback into the course's checks), or a check
     failure for a module-level answer."""
-    nb = course.read(course.release_path(aid))
+    folder = tmp_path / aid  # a copy: what the cells write never lands in a student's folder
+    shutil.copytree(release.student_copy(aid).parent, folder)
+    nb = course.read(folder / f"{aid}.ipynb")
     client = NotebookClient(
         nb,
         timeout=600,
         allow_errors=True,
-        resources={"metadata": {"path": str(course.NOTEBOOKS / aid)}},
+        resources={"metadata": {"path": str(folder)}},
     )
     client.execute()
     for cell in nb.cells:

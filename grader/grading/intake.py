@@ -272,14 +272,19 @@ def _difference(student: dict, release: dict) -> list[str]:
     return out
 
 
-def normalize(nb: NotebookNode, assignment: str) -> tuple[NotebookNode, list[str], list[str]]:
+def normalize(
+    nb: NotebookNode, assignment: str, release: Path | None = None
+) -> tuple[NotebookNode, list[str], list[str]]:
     """Make the nbgrader cells of ``nb`` match the release of ``assignment`` (see the module
-    docstring).
+    docstring): the student copy at ``release``, by default the one the release step generates
+    from ``solutions/`` (:func:`grader.grading.release.student_copy`; never ``notebooks/``).
 
     Returns:
         ``(notebook, notes, review reasons)``.
     """
-    release = course.read(course.release_path(assignment))
+    from grader.grading.release import student_copy  # nbgrader's import, only when grading
+
+    release = course.read(release or student_copy(assignment))
     order = [c for c in release.cells if _nbgrader(c).get("grade_id")]
     by_id = {_nbgrader(c)["grade_id"]: c for c in order}
     notes: list[str] = []
@@ -369,9 +374,10 @@ def _valid_id(cid: str) -> bool:
     return 1 <= len(cid) <= 64 and all(c.isalnum() or c in "-_" for c in cid)
 
 
-def take_in(folder: Path, assignment: str) -> Intake:
+def take_in(folder: Path, assignment: str, release: Path | None = None) -> Intake:
     """Read a submission folder of ``assignment`` into the notebook to grade (see the module
-    docstring). Never raises for anything in the folder: problems become notes."""
+    docstring), matched to the student copy at ``release`` (:func:`normalize`). Never raises
+    for anything in the folder: problems become notes."""
     folder = Path(folder)
     result = Intake()
     entries = _listing(folder)
@@ -428,7 +434,7 @@ def take_in(folder: Path, assignment: str) -> Intake:
         result.notes.append(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:200]}")
         return result
     result.notes += notes
-    nb, notes, review = normalize(nb, assignment)
+    nb, notes, review = normalize(nb, assignment, release)
     result.notes += notes
     result.review += review
     _unique_ids(nb)

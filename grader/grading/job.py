@@ -223,13 +223,16 @@ def run_forked(job_file: str, env: dict[str, str], log: str) -> None:
 def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     aid = result.assignment
     job_dir, work = Path(job["job_dir"]), Path(job["work"])
-    taken = intake.take_in(Path(job["submission"]), aid)
+    # the student copy the class run generated beside this assignment's template gradebook
+    release = Path(job["template_db"]).parent / "release" / aid / f"{aid}.ipynb"
+    release = release if release.is_file() else None  # else generated here from solutions/
+    taken = intake.take_in(Path(job["submission"]), aid, release)
     result.notes += taken.notes
     result.review += taken.review
     if taken.notebook is None:
         result.status = "missing"
         return
-    result.review += [f"code: {f}" for f in scan.scan_notebook(taken.notebook, aid)]
+    result.review += [f"code: {f}" for f in scan.scan_notebook(taken.notebook, aid, release)]
 
     sub_dir = job_dir / "submitted" / ALIAS / aid
     sub_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,9 @@ May import: :mod:`grader.runtime`, :mod:`grader.grading.config` (and nbgrader).
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
+import hashlib
 import shutil
 import subprocess
 import tempfile
@@ -78,6 +80,37 @@ def generate(
         raise PipelineError(f"nbgrader reported success but wrote no {out}")
     _move_banner(out, assignment_id)
     return out
+
+
+#: (assignment, hash of its source) -> the student copy generated from that source.
+_STUDENT_COPIES: dict[tuple[str, str], Path] = {}
+
+
+def student_copy(assignment_id: str) -> Path:
+    """The student copy of an assignment as the release step makes it from ``solutions/`` now.
+
+    Generated (:func:`generate`) into a temporary folder of this process, once per version of
+    the source, and removed at exit. The instructor's tools (the demo's blank copy and samples,
+    the grading engine's intake and scan) read this, never ``notebooks/``: that is where a
+    student following the README may be working, and their edits must not change anyone's
+    verdict. ``tests/test_release.py`` keeps the committed ``notebooks/`` equal to it.
+
+    Returns:
+        The generated notebook's path (``<tmp>/<assignment_id>/<assignment_id>.ipynb``).
+
+    Raises:
+        ValueError: an unknown assignment.
+        PipelineError: nbgrader could not generate it.
+    """
+    course.check_assignment(assignment_id)
+    digest = hashlib.sha256(course.source_path(assignment_id).read_bytes()).hexdigest()
+    key = (assignment_id, digest)
+    path = _STUDENT_COPIES.get(key)
+    if path is None or not path.is_file():
+        folder = Path(tempfile.mkdtemp(prefix=f"student-copy-{assignment_id}-"))
+        atexit.register(shutil.rmtree, folder, True)
+        path = _STUDENT_COPIES[key] = generate(assignment_id, folder)
+    return path
 
 
 #: How every source notebook begins: a blockquote for instructors ("> **Course file.** The

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from grader.runtime import course
 
@@ -232,16 +233,19 @@ class _Visitor(ast.NodeVisitor):
             self.add(node, f"names course files or switches ({node.value[:60]!r})")
 
 
-def _released_sources(assignment: str) -> set[str]:
-    nb = course.read(course.release_path(assignment))
+def _released_sources(assignment: str, release: Path | None = None) -> set[str]:
+    from grader.grading.release import student_copy  # nbgrader's import, only when grading
+
+    nb = course.read(release or student_copy(assignment))
     return {c.source for c in nb.cells if c.cell_type == "code"}
 
 
-def student_cells(nb, assignment: str) -> list[tuple[str, str]]:
+def student_cells(nb, assignment: str, release: Path | None = None) -> list[tuple[str, str]]:
     """``(label, source)`` of the code cells the student wrote or changed: solution cells,
-    cells not in the release, and released non-test cells whose source changed. Test cells
-    are left out: nbgrader restores them from the gradebook before anything runs."""
-    released = _released_sources(assignment)
+    cells not in the release (the student copy at ``release``, by default the one generated
+    from ``solutions/``), and released non-test cells whose source changed. Test cells are left
+    out: nbgrader restores them from the gradebook before anything runs."""
+    released = _released_sources(assignment, release)
     out = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -254,11 +258,12 @@ def student_cells(nb, assignment: str) -> list[tuple[str, str]]:
     return out
 
 
-def scan_notebook(nb, assignment: str) -> list[Finding]:
-    """Findings in the student's own code cells of a submitted notebook (see the module)."""
+def scan_notebook(nb, assignment: str, release: Path | None = None) -> list[Finding]:
+    """Findings in the student's own code cells of a submitted notebook (see the module),
+    against the student copy at ``release`` (:func:`student_cells`)."""
     aliases: dict[str, str] = {}
     found: list[Finding] = []
-    for label, source in student_cells(nb, assignment):
+    for label, source in student_cells(nb, assignment, release):
         text = _python_source(source)
         try:
             tree = ast.parse(text)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import copy
 import io
 import linecache
 import os
@@ -136,7 +135,9 @@ def load_samples(assignment: str) -> list[Sample]:
 def build_submission(
     assignment: str, overrides: dict[str, str] | None, *, blank: bool = False
 ) -> nbformat.NotebookNode:
-    """A student notebook: the release copy with solution cells filled in.
+    """A student notebook: the student copy (generated from ``solutions/`` by the release step,
+    :func:`grader.grading.release.student_copy`, never read from ``notebooks/``, where a student
+    may be working) with solution cells filled in.
 
     Args:
         assignment: Assignment id.
@@ -146,7 +147,9 @@ def build_submission(
     Returns:
         The notebook, ready to be written as a submission.
     """
-    nb = copy.deepcopy(course.read(course.release_path(assignment)))
+    from grader.grading.release import student_copy
+
+    nb = course.read(student_copy(assignment))
     if blank:
         return nb
     source = {

@@ -1761,13 +1761,14 @@ def warm_caches() -> None:
 
 
 def _warm_notebook_kernels() -> None:
-    """Run the student copy's code cells that are not graded (its demos, and the exercise cells
-    as released: stubs) in this process, so that Triton's cache (``TRITON_CACHE_DIR``) holds
+    """Run the notebook's code cells that are neither graded nor answers (its demos and
+    helpers, read from the instructor's source in ``solutions/``, never from ``notebooks/``
+    where a student may be working; an answer cell would define the reference) in this process, so that Triton's cache (``TRITON_CACHE_DIR``) holds
     what the notebook's section 5 compiles for sm_90 and sm_80: the notebook's own kernels (a
     128 x 128 x 64 tile in nine variants, ...), about half a minute of compiling with an empty
     cache on 2 cores, which each graded submission then reads instead of compiling again. The
     compiled kernels are keyed by their source and signature, the same in every submission's
-    copy of these cells. A cell that fails (a stub raising NotImplementedError) is skipped."""
+    copy of these cells. A cell that fails (one that calls an exercise's function) is skipped."""
     import json
     import linecache
     import os
@@ -1775,11 +1776,11 @@ def _warm_notebook_kernels() -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
     from grader.runtime import course
 
-    cells = json.loads(course.release_path(ASSIGNMENT).read_text())["cells"]
+    cells = json.loads(course.source_path(ASSIGNMENT).read_text())["cells"]
     namespace: dict = {"__name__": "__main__"}
     for cell in cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") != "code" or meta.get("grade"):
+        if cell.get("cell_type") != "code" or meta.get("grade") or meta.get("solution"):
             continue
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         filename = f"<12_triton:{cell.get('id')}>"
