@@ -26,13 +26,19 @@ import signal
 import sys
 from pathlib import Path
 
-import torch
+# The modules a command needs (torch, nbgrader, the grading engine) are imported inside that
+# command's function, so that `--help` and a usage error answer at once (issue 38: under 2 s).
+# The sample classes of `demo --class` are grader.tools.samples.CLASSES, written out below
+# (tests/test_layout.py keeps them equal).
+from typing import TYPE_CHECKING
 
-from grader.grading import grading, pipeline, sandbox
-from grader.tools import demo, samples
+if TYPE_CHECKING:
+    from grader.grading import grading
 
 
 def _cmd_release(args) -> int:
+    from grader.grading import pipeline
+
     changed = pipeline.release(args.assignments or None, check=args.check)
     if args.check:
         if changed:
@@ -47,12 +53,16 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_clean(args) -> int:
+    from grader.grading import pipeline
+
     changed = pipeline.clean_sources(args.assignments or None)
     print(f"cleaned: {', '.join(changed)}" if changed else "sources were already clean.")
     return 0
 
 
 def _grading_options(args) -> grading.GradingOptions:
+    from grader.grading import grading
+
     return grading.GradingOptions.for_machine(
         args.jobs,
         cell_timeout=args.cell_timeout,
@@ -68,6 +78,9 @@ def _grading_options(args) -> grading.GradingOptions:
 
 
 def _cmd_autograde(args) -> int:
+    import torch
+
+    from grader.grading import grading, pipeline, sandbox
     from grader.tools import verify
 
     options = _grading_options(args)
@@ -127,6 +140,8 @@ def _cmd_autograde(args) -> int:
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
+    from grader.grading import pipeline
+
     if not text:
         return None
     try:
@@ -137,7 +152,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def _cmd_merge(args) -> int:
-    from grader.grading import merge
+    from grader.grading import grading, merge
 
     results = merge.merge(args.shards, args.work)
     print(grading.format_summary(results))
@@ -147,6 +162,8 @@ def _cmd_merge(args) -> int:
 
 
 def _cmd_feedback(args) -> int:
+    from grader.grading import pipeline
+
     written = pipeline.feedback(args.work)
     print(
         f"wrote {len(written)} feedback file(s) under {Path(written[0]).parents[2] if written else '-'}"
@@ -155,6 +172,8 @@ def _cmd_feedback(args) -> int:
 
 
 def _cmd_export(args) -> int:
+    from grader.grading import pipeline
+
     print(f"grades written to {pipeline.export_csv(args.to, args.work)}")
     return 0
 
@@ -170,6 +189,7 @@ def _cmd_measure(args) -> int:
 
 
 def _cmd_benchmark(args) -> int:
+    from grader.grading import pipeline
     from grader.tools import bench
 
     if args.students < 1 or any(j < 1 for j in args.jobs):
@@ -207,6 +227,10 @@ def _cmd_gpu_record(args) -> int:
 
 
 def _cmd_demo(args) -> int:
+    import torch
+
+    from grader.tools import demo
+
     gpu = torch.cuda.is_available()
     print(
         "Demo: autograding the bundled sample class (reference, blank copy, typical mistakes, "
@@ -242,6 +266,7 @@ def _cmd_demo(args) -> int:
 def _cmd_mutants(args) -> int:
     import time
 
+    from grader.grading import pipeline
     from grader.tools import mutants
 
     if args.jobs < 1 or (args.limit is not None and args.limit < 0):
@@ -404,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback step")
     p.add_argument(
-        "--class", dest="sample_class", choices=samples.CLASSES, default="full",
+        "--class", dest="sample_class", choices=("full", "core"), default="full",
         help="full: every sample (default); core: the reference, the blank copy and one mistake "
         "and one correct alternative per exercise (what the default test command grades)",
     )  # fmt: skip
@@ -544,7 +569,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (pipeline.PipelineError, ValueError, FileNotFoundError) as err:  # MergeError too
+    except (ValueError, FileNotFoundError) as err:  # MergeError too
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        from grader.grading.release import PipelineError
+
+        if not isinstance(err, PipelineError):
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -67,3 +67,26 @@ def test_show_on_error_false_drops_the_text_of_a_failure(capfd):
         os.write(2, b"partial graph\n")
         raise RuntimeError("export failed")
     assert out.text == "partial graph\n" and capfd.readouterr() == ("", "")
+
+
+def test_nbgraders_gradebook_warnings_are_dropped_and_no_others(tmp_path):
+    """Adding a submission to nbgrader's gradebook makes SQLAlchemy warn three times ("Object of
+    type <SubmittedAssignment> not in session, ..."); the course's commands drop exactly those
+    lines (grader/grading/config.py, at its import), and another warning from nbgrader's module
+    still shows."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+
+    from grader.grading import grading
+    from grader.grading.config import GRADEBOOK_WARNINGS
+
+    db = grading._template_gradebooks(["01_devices"], tmp_path)["01_devices"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        warnings.filterwarnings("ignore", **GRADEBOOK_WARNINGS)  # as config.py does
+        with Gradebook(f"sqlite:///{db}", "gpu-parallel-pytorch") as gb:
+            gb.update_or_create_student("alice")
+            gb.update_or_create_submission("01_devices", "alice")
+        warnings.warn_explicit("another warning", UserWarning, "api.py", 1, module="nbgrader.api")
+    assert [str(w.message) for w in caught] == ["another warning"]

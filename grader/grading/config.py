@@ -16,11 +16,23 @@ from __future__ import annotations
 
 import os
 import sysconfig
+import warnings
 from pathlib import Path
 
 from traitlets.config import Config
 
 from grader.runtime import course
+
+#: nbgrader's gradebook (``nbgrader/api.py``) builds submissions through relationships that
+#: SQLAlchemy 2 warns about on every grading (``SAWarning: Object of type <SubmittedAssignment>
+#: not in session, add operation along 'Student.submissions' will not proceed``), several
+#: lines per submission that bury the progress bar and change nothing the course records. Only
+#: these lines, issued from nbgrader's gradebook module, are dropped; other warnings show.
+GRADEBOOK_WARNINGS = {
+    "message": r"Object of type <\w+> not in session, add operation along",
+    "module": r"nbgrader\.api",
+}
+warnings.filterwarnings("ignore", **GRADEBOOK_WARNINGS)
 
 COURSE_ID = "gpu-parallel-pytorch"
 #: Seconds a single cell may run under autograde before it is interrupted (scores 0).
