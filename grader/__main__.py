@@ -1,6 +1,7 @@
 """Instructor command line: ``python -m grader <command>``.
 
 Commands:
+  start       a student's JupyterLab on their own workspace (the README's student command)
   release     regenerate notebooks/ from solutions/ (``--check``: only report differences)
   clean       strip outputs and execution metadata from the sources in solutions/
   autograde   autograde a folder of submissions (<student>/<assignment>/<assignment>.ipynb)
@@ -34,6 +35,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from grader.grading import grading
+
+
+def _cmd_start(args) -> int:
+    from grader.deploy import workspace
+
+    return workspace.start(args.workspace, [a for a in args.lab_args if a != "--"])
 
 
 def _cmd_release(args) -> int:
@@ -347,6 +354,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
+    p = sub.add_parser(
+        "start",
+        help="a student's JupyterLab on their own workspace, filled from the release",
+        description="Fill the workspace from notebooks/ (never overwriting your work) and open "
+        "JupyterLab on it. Arguments after the options go to `jupyter lab` (e.g. --no-browser "
+        "--ip=127.0.0.1 --port=8888).",
+    )
+    p.add_argument(
+        "--workspace", type=Path, default=None,
+        help="your workspace folder (default: workspace/ in the course's folder)",
+    )  # fmt: skip
+    p.set_defaults(func=_cmd_start, cpu_ok=True, takes_lab_args=True)
+
     p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.add_argument("--check", action="store_true", help="only report whether notebooks/ is in sync")
@@ -566,7 +586,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command; return its exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_lab_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.lab_args = extra  # `start`: what goes to `jupyter lab`
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as err:  # MergeError too

@@ -1,5 +1,6 @@
-"""JupyterLab settings for the course, loaded when ``JUPYTER_CONFIG_PATH`` includes this folder
-(the README's start command sets it).
+"""The instructor's JupyterLab settings, loaded when ``JUPYTER_CONFIG_PATH`` includes this folder
+(the README's instructor command sets it; students use ``python -m grader start``, whose
+configuration is :mod:`grader.deploy.workspace`'s).
 
 The server's root is the repository, so the notebooks' links to ``images/`` resolve, and
 JupyterLab opens on ``notebooks/``. ``allow_root`` lets the course start in containers and

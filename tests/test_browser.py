@@ -1,12 +1,13 @@
 """The course as a student and an instructor meet it: JupyterLab in a real (headless) browser.
 
-JupyterLab is started with the README's own "Take the course" command (on loopback, with a
-token) in a scratch folder holding a copy of ``notebooks/``. Headless Chromium, driven by
+JupyterLab is started with the README's own "Take the course" command (``python -m grader
+start``, on loopback, with a token) on a scratch workspace. Headless Chromium, driven by
 Selenium through Debian's ``chromedriver``, then does what a student does in
 ``01_devices``: runs the notebook from the Run menu, sees the plots and the "needs a GPU"
 notices, types a wrong ``pick_device`` and reads the teaching failure message, types a
-correct one and sees its visible test pass, and presses nbgrader's *Validate* button. An
-instructor's formgrader page lists every assignment.
+correct one and sees its visible test pass, and presses nbgrader's *Validate* button; the file
+browser shows only the workspace (no ``solutions/``) and the Nbgrader menu no instructor panel.
+The README's instructor command gives the formgrader, which lists every assignment.
 
 A screenshot of each step is saved in ``.artifacts/browser/`` (``BROWSER_ARTIFACTS`` to
 change it). The test skips, with the reason, only where Chromium or its driver is not
@@ -55,15 +56,24 @@ pytestmark = [
 
 # ----------------------------------------------------------------------------- the server
 def readme_lab_command() -> str:
-    """The part of the README's "Take the course" command that starts JupyterLab."""
+    """The part of the README's "Take the course" command that starts the student's Lab."""
     text = (course.REPO / "README.md").read_text()
     match = re.search(r"\*\*Take the course\*\*.*?```bash\n(.+?)\n```", text, re.S)
     assert match, "README.md has no **Take the course** command block"
     launch = match.group(1).split("&&")[-1].strip()
-    assert "jupyter lab" in launch, (
-        f"the README's course command does not start JupyterLab: {launch}"
+    assert "grader start" in launch, (
+        f"the README's course command does not start the student's Lab: {launch}"
     )
     return launch
+
+
+def readme_instructor_command() -> str:
+    """The README's instructor JupyterLab command (the block after its marker)."""
+    text = (course.REPO / "README.md").read_text()
+    match = re.search(r"<!-- instructor-lab-command -->\n```bash\n(.+?)\n```", text, re.S)
+    assert match, "README.md has no instructor-lab-command block"
+    assert "jupyter lab" in match.group(1)
+    return match.group(1).strip()
 
 
 def _free_port() -> int:
@@ -73,16 +83,22 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyterlab(cwd: Path, scratch: Path, log_name: str) -> Iterator[dict]:
-    """Run the README's JupyterLab command in ``cwd`` (on loopback, with a token, JupyterLab's
-    own settings and workspaces in ``scratch``); yield its address and token."""
+def jupyterlab(
+    cwd: Path, scratch: Path, log_name: str, command: str | None = None
+) -> Iterator[dict]:
+    """Run ``command`` (default: the README's student command on a workspace in ``scratch``) in
+    ``cwd``, on loopback, with a token, JupyterLab's own settings and workspaces in
+    ``scratch``; yield its address and token. The settings hold no news setting: the student
+    command writes its own (the instructor's Lab is given one here)."""
     settings = scratch / "lab-settings"
     tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True, exist_ok=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))  # every cell in the page
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True, exist_ok=True)
-    news.write_text(json.dumps({"fetchNews": "false"}))  # no "get news?" toast over the cells
+    if command is not None:  # the instructor's Lab: no "get news?" toast over the page
+        news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+        news.parent.mkdir(parents=True, exist_ok=True)
+        news.write_text(json.dumps({"fetchNews": "false"}))
+    command = command or f"{readme_lab_command()} --workspace {scratch / 'workspace'}"
     port, token = _free_port(), secrets.token_hex(16)
     env = {
         **os.environ,
@@ -91,7 +107,7 @@ def jupyterlab(cwd: Path, scratch: Path, log_name: str) -> Iterator[dict]:
         "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
     }
     command = (
-        f"{readme_lab_command()} --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} "
+        f"{command} --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} "
         f"--ServerApp.port_retries=0 --IdentityProvider.token={token} "
         "--LabApp.expose_app_in_browser=True"
     )
@@ -120,7 +136,8 @@ def jupyterlab(cwd: Path, scratch: Path, log_name: str) -> Iterator[dict]:
 
     try:
         wait_for(up, 120, "JupyterLab to answer")
-        yield {"base": base, "token": token, "root": cwd, "log": log_path}
+        yield {"base": base, "token": token, "root": cwd, "log": log_path,
+               "workspace": scratch / "workspace"}  # fmt: skip
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if server.poll() is not None:
@@ -143,16 +160,10 @@ def _venv() -> Path:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[dict]:
-    """A student's JupyterLab: the README's command in a scratch copy of the student side
-    (``notebooks/``, ``images/`` and the Jupyter settings in ``grader/``), so what the test
-    types and saves never touches the course's files. The course package is imported from
-    the installed checkout."""
+    """A student's JupyterLab: the README's student command, run from a scratch folder (with
+    the course's ``.venv``) on a scratch workspace, so what the test types and saves never
+    touches the course's files."""
     root = tmp_path_factory.mktemp("lab")
-    for name in ("notebooks", "images"):
-        shutil.copytree(course.REPO / name, root / name)
-    (root / "grader").mkdir()
-    for name in ("jupyter_server_config.py", "nbgrader_config.py"):
-        shutil.copy(course.REPO / "grader" / name, root / "grader" / name)
     (root / ".venv").symlink_to(_venv())
     with jupyterlab(root, root, "jupyterlab-student.log") as server:
         yield server
@@ -160,12 +171,13 @@ def lab(tmp_path_factory) -> Iterator[dict]:
 
 @pytest.fixture
 def instructor_lab(tmp_path) -> Iterator[dict]:
-    """An instructor's JupyterLab: the README's command in the course folder itself (nbgrader
-    needs the course inside the server's root); the test only reads pages."""
+    """An instructor's JupyterLab: the README's instructor command in the course folder itself
+    (nbgrader needs the course inside the server's root); the test only reads pages."""
     venv = course.REPO / ".venv"
     if not (venv / "bin" / "jupyter").exists():
         pytest.skip(f"the README's command needs {venv}: create it as the README says")
-    with jupyterlab(course.REPO, tmp_path, "jupyterlab-instructor.log") as server:
+    command = readme_instructor_command().replace("$PWD", str(course.REPO))
+    with jupyterlab(course.REPO, tmp_path, "jupyterlab-instructor.log", command) as server:
         yield server
 
 
@@ -421,6 +433,40 @@ def test_validate_button_reports_the_result(student):
     assert "check_to_device(to_device)" in text, text
     assert "check_pick_device(pick_device)" not in text, text
     student.driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog-button")[-1].click()
+
+
+def test_the_students_lab_shows_their_workspace_and_no_instructor_panel(student):
+    """What the page shows a student: the file browser's root holds the workspace's notebooks
+    and images (no solutions/, grader/, tests/), the Nbgrader menu has no Formgrader and no
+    Course List, the notebook has no Create Assignment sidebar, and no news prompt."""
+    from selenium.webdriver.common.by import By
+
+    d = student.driver
+    d.find_element(By.CSS_SELECTOR, ".jp-BreadCrumbs-home").click()
+
+    def listing():
+        names = sorted(e.text for e in d.find_elements(By.CSS_SELECTOR, ".jp-DirListing-itemText"))
+        return names if "notebooks" in names else None
+
+    assert wait_for(listing, 30, "the file browser at the workspace's root") == [
+        "images", "notebooks"]  # fmt: skip
+    student.screenshot("student-file-browser")
+    menus = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel")]
+    if "Nbgrader" in menus:
+        d.find_element(
+            By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Nbgrader']"
+        ).click()
+        items = [
+            e.text
+            for e in d.find_elements(By.CSS_SELECTOR, ".lm-Menu-item:not(.lm-mod-hidden)")
+            if e.is_displayed()
+        ]
+        student.screenshot("student-nbgrader-menu")
+        d.find_element(By.TAG_NAME, "body").send_keys("\ue00c")  # Escape closes the menu
+        assert not {i for i in items if "Formgrader" in i or "Course List" in i}, items
+    page = d.find_element(By.TAG_NAME, "body").text
+    assert "Create Assignment" not in page
+    assert "official Jupyter news" not in page, "JupyterLab asks about news on first start"
 
 
 def test_instructor_formgrader_lists_the_assignments(browser, instructor_lab):

@@ -32,6 +32,7 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
+from grader.deploy.workspace import STUDENT_DISABLED_PLUGINS  # the same as `grader start`'s
 from grader.grading.config import COURSE_ID
 from grader.runtime import course
 
@@ -39,12 +40,6 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_ROOT = Path("/srv/gpu-course-hub")
 DEMO_STUDENTS = ("student1", "student2")
 DEMO_INSTRUCTOR = "instructor"
-#: JupyterLab plugins a student does not see (nbgrader's instructor panels).
-STUDENT_DISABLED_PLUGINS = (
-    "@jupyter/nbgrader:create-assignment",
-    "@jupyter/nbgrader:formgrader",
-    "@jupyter/nbgrader:course-list",
-)
 NBGRADER_SERVER_EXTENSIONS = ("formgrader", "course_list", "assignment_list", "validate_assignment")
 
 
