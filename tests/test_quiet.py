@@ -90,3 +90,18 @@ def test_nbgraders_gradebook_warnings_are_dropped_and_no_others(tmp_path):
             gb.update_or_create_submission("01_devices", "alice")
         warnings.warn_explicit("another warning", UserWarning, "api.py", 1, module="nbgrader.api")
     assert [str(w.message) for w in caught] == ["another warning"]
+
+
+def test_torchs_notices_are_dropped_and_its_other_lines_kept():
+    """The launcher's "Terminating process ..." and cpp_extension's "No CUDA runtime is found"
+    never reach a notebook (grader.runtime installs the filters on import); another line of
+    the same loggers still does."""
+    import grader.runtime  # noqa: F401 - installs the filters
+    from grader.runtime.quiet import TORCH_NOTICES
+
+    for name, prefix in TORCH_NOTICES.items():
+        log = logging.getLogger(name)
+        dropped = log.makeRecord(name, logging.WARNING, "x.py", 1, prefix + "%s", ("123",), None)
+        kept = log.makeRecord(name, logging.WARNING, "x.py", 1, "something else", (), None)
+        assert not log.filter(dropped), name
+        assert log.filter(kept), name

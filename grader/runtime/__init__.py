@@ -19,3 +19,7 @@ grading process (:mod:`~grader.runtime.remote`, :mod:`~grader.runtime.handover`)
 May import: the standard library, third-party packages, and other modules of this package. Never
 :mod:`grader.checks`, :mod:`grader.grading` or :mod:`grader.tools` (``tests/test_layout.py``).
 """
+
+from grader.runtime.quiet import drop_torch_notices
+
+drop_torch_notices()  # torch's log lines no student asked for stay out of notebooks

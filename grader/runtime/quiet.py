@@ -30,7 +30,38 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-__all__ = ["Captured", "captured_stderr"]
+__all__ = ["Captured", "captured_stderr", "drop_torch_notices", "TORCH_NOTICES"]
+
+#: torch's log lines that say nothing a student asked for, by logger: the launcher's "Terminating
+#: process N via signal SIGTERM" once a rank failed (the course's launcher,
+#: :mod:`grader.runtime.distributed`, says which rank failed and why), and "No CUDA runtime is
+#: found, using CUDA_HOME=..." when torch's C++ extension support is imported on a machine that
+#: has CUDA's toolkit but no GPU (Inductor imports it: 09's and 12's compile cells).
+TORCH_NOTICES = {
+    "torch.multiprocessing.spawn": "Terminating process ",
+    "torch.utils.cpp_extension": "No CUDA runtime is found",
+}
+
+
+class _DropNotice(logging.Filter):
+    """Drops the records of one logger whose message starts with ``prefix``; keeps the rest."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+def drop_torch_notices() -> None:
+    """Install, once per process, filters that drop the :data:`TORCH_NOTICES` lines (and only
+    them) from torch's loggers, so they never reach a notebook's outputs. Called when
+    :mod:`grader.runtime` is imported, which every notebook's first cells do."""
+    for name, prefix in TORCH_NOTICES.items():
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _DropNotice) and f.prefix == prefix for f in log.filters):
+            log.addFilter(_DropNotice(prefix))
 
 
 class Captured:
