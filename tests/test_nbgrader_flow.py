@@ -209,7 +209,10 @@ _SELFTEST_CELLS = {
         "import logging\n\nimport torch\n\nfrom grader.checks.common import passed\n\n"
         "assert answer() == 42\n"
         'passed("answer() is 42")\n'
-        'logging.getLogger("torch.multiprocessing.spawn").warning("Terminating process 1 via signal SIGTERM")\n'
+        # torch.distributed.elastic's line when it stops a worker ("Terminating process ..." of
+        # torch.multiprocessing.spawn is dropped by grader.runtime.quiet.drop_torch_notices)
+        'logging.getLogger("torch.distributed.elastic.multiprocessing.api").warning('
+        '"Closing process 1 via signal SIGTERM")\n'
     ),
     "test_stderr_captured": (
         "import logging\nimport os\nimport subprocess\nimport sys\nimport warnings\n\n"
@@ -365,7 +368,7 @@ def test_a_correct_answer_gets_every_point_under_any_nbgrader_configuration(fore
 def test_a_check_that_writes_one_line_to_stderr_fails_the_correct_answer_test(foreign):
     """The self-test of the test above: under plain nbgrader, a test cell whose assertions pass
     but which writes one line to file descriptor 2 (as Kineto does), or whose torch logs one
-    warning (as ``torch.multiprocessing`` does when it stops a rank), scores 0, and
+    warning (as ``torch.distributed.elastic`` does when it stops a worker), scores 0, and
     ``assert_every_point`` names it with that line; the same writes inside
     ``captured_stderr`` cost nothing."""
     grades = _foreign_grades(foreign, SELFTEST, "reference")
