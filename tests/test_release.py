@@ -4,6 +4,7 @@ copies hide what they should and run as a student meets them."""
 import json
 import shutil
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -151,6 +152,42 @@ def test_a_students_work_in_notebooks_changes_nothing_the_instructor_tools_read(
             assert scan.scan_notebook(taken.notebook, aid) == [], name
             changed = {label for label, _ in scan.student_cells(taken.notebook, aid)}
             assert changed == set(reference), (name, changed - set(reference))
+        if _git_checkout():
+            assert pipeline.release([aid], check=True) == []
+    finally:
+        notebook.write_bytes(original)
+        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
+        Path(folder / "my_notes.py").unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_demo_and_the_release_check_pass_after_a_student_worked_in_notebooks(tmp_path):
+    """A student answers every exercise of 02_async in the committed copy, saves a checkpoint and
+    writes a file of their own there; then an instructor runs the demo of that assignment (its
+    core class: the blank must still score 0) and the release check: both pass (issue 38)."""
+    aid = "02_async"
+    folder = course.NOTEBOOKS / aid
+    notebook = folder / f"{aid}.ipynb"
+    original = notebook.read_bytes()
+    written = [folder / ".ipynb_checkpoints", folder / "my_notes.py"]
+    assert not any(p.exists() for p in written), f"leftovers of an earlier run: {written}"
+    from grader.tools import samples
+
+    try:
+        nbformat.write(samples.build_submission(aid, None), notebook)  # every answer written
+        (folder / ".ipynb_checkpoints").mkdir()
+        shutil.copyfile(notebook, folder / ".ipynb_checkpoints" / f"{aid}-checkpoint.ipynb")
+        (folder / "my_notes.py").write_text("x = 1\n")
+        demo = subprocess.run(
+            [sys.executable, "-m", "grader", "demo", "--assignment", aid, "--class", "core",
+             "--jobs", "2", "--no-feedback", "--json", str(tmp_path / "demo.json")],
+            cwd=course.REPO, capture_output=True, text=True, timeout=840,
+        )  # fmt: skip
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        rows = json.loads((tmp_path / "demo.json").read_text())["results"]
+        blank = next(r for r in rows if r["student"] == "blank")
+        assert blank["score"] == 0 and all(r["ok"] for r in rows)
         if _git_checkout():
             assert pipeline.release([aid], check=True) == []
     finally:
