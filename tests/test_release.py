@@ -1,12 +1,13 @@
 """The release: sources are clean, notebooks/ equals a fresh generation, and the student
 copies hide what they should and run as a student meets them."""
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
+from collections.abc import Iterator
 
 import nbformat
 import pytest
@@ -109,6 +110,27 @@ def test_release_differences_in_a_checkout_compare_with_the_committed_version(tm
         notebook.write_bytes(original)
 
 
+@contextlib.contextmanager
+def _student_worked_in(aid: str, nb) -> Iterator[None]:
+    """While active, ``notebooks/<aid>/`` holds what a student left there: ``nb`` saved over the
+    committed copy, a Lab checkpoint of it and a file of their own; all restored after."""
+    folder = course.NOTEBOOKS / aid
+    notebook = folder / f"{aid}.ipynb"
+    original = notebook.read_bytes()
+    written = [folder / ".ipynb_checkpoints", folder / "my_notes.py"]
+    assert not any(p.exists() for p in written), f"leftovers of an earlier run: {written}"
+    try:
+        nbformat.write(nb, notebook)
+        (folder / ".ipynb_checkpoints").mkdir()
+        shutil.copyfile(notebook, folder / ".ipynb_checkpoints" / f"{aid}-checkpoint.ipynb")
+        (folder / "my_notes.py").write_text("x = 1\n")
+        yield
+    finally:
+        notebook.write_bytes(original)
+        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
+        (folder / "my_notes.py").unlink(missing_ok=True)
+
+
 def test_a_students_work_in_notebooks_changes_nothing_the_instructor_tools_read(tmp_path):
     """A student answers an exercise in the committed copy (as the README's student command
     had them do), edits a demo cell, saves a checkpoint and a file of their own: the demo's
@@ -119,26 +141,16 @@ def test_a_students_work_in_notebooks_changes_nothing_the_instructor_tools_read(
     from grader.tools import samples
 
     aid = "12_triton"
-    folder = course.NOTEBOOKS / aid
-    notebook = folder / f"{aid}.ipynb"
-    original = notebook.read_bytes()
-    written = [folder / ".ipynb_checkpoints", folder / "my_notes.py"]
-    assert not any(p.exists() for p in written), f"leftovers of an earlier run: {written}"
     reference = {
         course.nbgrader_meta(c)["grade_id"]: course.strip_solution_markers(c.source)
         for c in course.solution_cells(course.read(course.source_path(aid)))
     }
-    try:
-        nb = course.read(notebook)
-        answered = course.solution_cells(nb)[0]
-        answered.source = reference[course.nbgrader_meta(answered)["grade_id"]]
-        demo = next(c for c in nb.cells if c.cell_type == "code" and not course.nbgrader_meta(c))
-        demo.source += "\nprint('my own line')"
-        nbformat.write(nb, notebook)
-        (folder / ".ipynb_checkpoints").mkdir()
-        shutil.copyfile(notebook, folder / ".ipynb_checkpoints" / f"{aid}-checkpoint.ipynb")
-        (folder / "my_notes.py").write_text("x = 1\n")
-
+    nb = course.read(course.NOTEBOOKS / aid / f"{aid}.ipynb")
+    answered = course.solution_cells(nb)[0]
+    answered.source = reference[course.nbgrader_meta(answered)["grade_id"]]
+    demo = next(c for c in nb.cells if c.cell_type == "code" and not course.nbgrader_meta(c))
+    demo.source += "\nprint('my own line')"
+    with _student_worked_in(aid, nb):
         blank = samples.build_submission(aid, None, blank=True)
         for cell in course.solution_cells(blank):
             assert "raise NotImplementedError()" in cell.source, course.nbgrader_meta(cell)
@@ -154,10 +166,6 @@ def test_a_students_work_in_notebooks_changes_nothing_the_instructor_tools_read(
             assert changed == set(reference), (name, changed - set(reference))
         if _git_checkout():
             assert pipeline.release([aid], check=True) == []
-    finally:
-        notebook.write_bytes(original)
-        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
-        Path(folder / "my_notes.py").unlink(missing_ok=True)
 
 
 @pytest.mark.slow
@@ -167,18 +175,9 @@ def test_the_demo_and_the_release_check_pass_after_a_student_worked_in_notebooks
     writes a file of their own there; then an instructor runs the demo of that assignment (its
     core class: the blank must still score 0) and the release check: both pass (issue 38)."""
     aid = "02_async"
-    folder = course.NOTEBOOKS / aid
-    notebook = folder / f"{aid}.ipynb"
-    original = notebook.read_bytes()
-    written = [folder / ".ipynb_checkpoints", folder / "my_notes.py"]
-    assert not any(p.exists() for p in written), f"leftovers of an earlier run: {written}"
     from grader.tools import samples
 
-    try:
-        nbformat.write(samples.build_submission(aid, None), notebook)  # every answer written
-        (folder / ".ipynb_checkpoints").mkdir()
-        shutil.copyfile(notebook, folder / ".ipynb_checkpoints" / f"{aid}-checkpoint.ipynb")
-        (folder / "my_notes.py").write_text("x = 1\n")
+    with _student_worked_in(aid, samples.build_submission(aid, None)):  # every answer written
         demo = subprocess.run(
             [sys.executable, "-m", "grader", "demo", "--assignment", aid, "--class", "core",
              "--jobs", "2", "--no-feedback", "--json", str(tmp_path / "demo.json")],
@@ -190,10 +189,6 @@ def test_the_demo_and_the_release_check_pass_after_a_student_worked_in_notebooks
         assert blank["score"] == 0 and all(r["ok"] for r in rows)
         if _git_checkout():
             assert pipeline.release([aid], check=True) == []
-    finally:
-        notebook.write_bytes(original)
-        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
-        Path(folder / "my_notes.py").unlink(missing_ok=True)
 
 
 @pytest.mark.slow
