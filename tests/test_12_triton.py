@@ -157,6 +157,7 @@ def test_the_float16_case_separates_the_accumulators():
         ("wrong_attention_scalar_running_state", "attention_forward", "Loop-carried variable"),
         ("wrong_matmul_gpu_block_k_8", "matmul", "the Triton compiler rejects"),
         ("wrong_matmul_tf32_float32", "matmul", "input_precision 'tf32x3' or 'ieee'"),
+        ("wrong_attention_v_without_other", "attention_forward", "loaded without other="),
     ],
 )
 def test_each_mistake_is_named_in_the_message(sample, name, message):

@@ -103,6 +103,9 @@ def test_a_survivor_is_explained_only_by_an_entry_for_its_own_line():
     assert mutants.explain(m, line, {}) == ("HOLE", "")
     assert mutants.explain(m, line, {m.id: entry}) == ("equivalent", "the message is not asked for")
     assert mutants.explain(m, line, {"area:L9:*": {**entry, "kind": "tolerated"}})[0] == "tolerated"
+    one_operator = {"area:L9:RemoveArgument:*": entry}
+    assert mutants.explain(m, line, one_operator)[0] == "equivalent"
+    assert mutants.explain(m, line, {"area:L9:NumberReplacer:*": entry}) == ("HOLE", "")
     kind, why = mutants.explain(m, "        raise KeyError(r)", {m.id: entry})
     assert kind == "stale" and "raise KeyError(r)" in why
     gpu = {m.id: {**entry, "kind": "gpu-only"}}

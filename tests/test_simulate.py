@@ -217,6 +217,32 @@ def test_virtual_clock_gives_exact_copy_times():
         assert sim.now() > t0
 
 
+def test_the_first_copy_of_each_kind_pays_the_one_time_cost():
+    """first_copy_ms is added once to the first pinned and once to the first pageable copy."""
+    with simulated_cuda(
+        transfers=True, virtual_time=True, h2d_gbps=10.0, pageable_gbps=5.0, first_copy_ms=20.0
+    ):
+        host = torch.empty(100_000_000, dtype=torch.uint8)
+        pinned = host.pin_memory()
+
+        def copy_ms(src, non_blocking):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            src.to("cuda", non_blocking=non_blocking)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        assert copy_ms(pinned, True) == pytest.approx(30.0, abs=1e-6)  # 10 ms + 20 ms once
+        assert copy_ms(pinned, True) == pytest.approx(10.0, abs=1e-6)
+        assert copy_ms(host, False) == pytest.approx(40.0, abs=1e-6)  # 20 ms + 20 ms once
+        assert copy_ms(host, False) == pytest.approx(20.0, abs=1e-6)
+    with pytest.raises(ValueError, match="first_copy_ms"):
+        with simulated_cuda(transfers=True, first_copy_ms=-1.0):
+            pass
+
+
 # --------------------------------------------------------------------------- matmuls and timers
 def _sim_matmul_inputs(n=1024, dtype=torch.float16):
     return torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(

@@ -83,6 +83,12 @@ with tc.interpreter():
         x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
         tl.atomic_add(total_ptr, tl.sum(x, axis=0))
 
+    @triton.jit
+    def sum_kernel_without_other(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n)  # masked-off lanes: undefined on a GPU
+        tl.atomic_add(total_ptr, tl.sum(x, axis=0))
+
 
 def _compiled_add_kernel():
     """The masked add, decorated with the interpreter off: a kernel compiled for a GPU."""
@@ -124,6 +130,24 @@ def test_masked_add_loads_two_and_stores_one_element_per_index(n):
     assert traffic.per_tensor["out_ptr"].distinct_stored_bytes == n * F32
     assert traffic.launches == [("add_kernel", (triton.cdiv(n, 128), 1, 1))]
     torch.testing.assert_close(out, x + y)
+
+
+def test_masked_off_lanes_of_a_load_without_other_are_nan_while_counting():
+    """tl.load without other leaves masked-off lanes undefined (its docstring); the interpreter
+    gives 0, so a sum over them looks right. While counting they are NaN: the sum shows it. With
+    other=0.0, and where only a masked store uses them (add_kernel), results stay exact."""
+    x = torch.randn(1000)
+    for kernel, finite in ((sum_kernel, True), (sum_kernel_without_other, False)):
+        total = torch.zeros(1)
+        traffic = tc.run_counted(kernel, (triton.cdiv(1000, 128),), x, total, 1000, BLOCK=128)
+        assert traffic.in_bounds
+        assert bool(torch.isfinite(total).all()) is finite
+        if finite:
+            torch.testing.assert_close(total, x.sum().reshape(1), rtol=1e-5, atol=1e-4)
+    with tc.interpreter():  # the interpreter alone still fills them with 0
+        total = torch.zeros(1)
+        sum_kernel_without_other[(triton.cdiv(1000, 128),)](x, total, 1000, BLOCK=128)
+        torch.testing.assert_close(total, x.sum().reshape(1), rtol=1e-5, atol=1e-4)
 
 
 def test_add_without_mask_is_reported_out_of_bounds_and_touches_nothing_outside():

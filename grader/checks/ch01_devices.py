@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import os
 import random
 import re
@@ -26,6 +27,7 @@ from grader.checks.common import (
     call_student,
     cuda_or_not_checked,
     expect_raises,
+    fail,
     passed,
     require,
 )
@@ -59,11 +61,13 @@ def _require_device(value, expected: torch.device, call: str, cause: str) -> Non
 def _pick_calls(count: int) -> list:
     """The calls the checks make on a machine with ``count`` GPUs: (args, kwargs) pairs. The
     missing indices are ``count`` (the first past the end: an answer that compares with
-    ``<= device_count()`` accepts it) and ``count + 2``."""
+    ``<= device_count()`` accepts it) and ``count + 2``; ``"cuda"`` without an index is the
+    current GPU (cuda:0: the checks never change it)."""
     return [
         ((), {}),
         (("cpu",), {}),
         ((f"cuda:{count - 1}",), {}),
+        (("cuda",), {}),
         ((f"cuda:{count}",), {}),
         ((f"cuda:{count + 2}",), {}),
     ]
@@ -94,6 +98,13 @@ def _check_pick_device_with_gpus(pick_device, count: int, label: str) -> None:
         torch.device(last),
         f"pick_device({last!r}) on {label} with {count} GPU(s)",
         "a CUDA index below device_count() exists",
+    )
+    _require_device(
+        call_student(pick_device, "cuda"),
+        torch.device("cuda:0"),
+        f"pick_device('cuda') on {label} with {count} GPU(s)",
+        "'cuda' without an index means the current GPU: return it with its index, "
+        "torch.device('cuda', torch.cuda.current_device()) (cuda:0 here), not torch.device('cuda')",
     )
     expect_raises(
         ValueError,
@@ -748,6 +759,58 @@ def _probe_visible_gpus(visible_gpus, calls: list, simulate: bool) -> dict:
     return {"records": records, "changed": changed, "here": here}
 
 
+#: A ``sitecustomize`` that makes every ``import torch`` fail in the Python processes that run
+#: with its folder first on ``PYTHONPATH``: the course's stand-in for a child whose torch is broken.
+_BROKEN_TORCH_SITE = (
+    "import sys\n"
+    "sys.modules['torch'] = None  # the course's check: this child's `import torch` fails\n"
+)
+
+
+def _probe_visible_gpus_failing_child(visible_gpus) -> dict:
+    """Probe: ``visible_gpus("0")`` when the child process fails (its ``import torch`` raises,
+    through a ``sitecustomize`` first on the inherited ``PYTHONPATH``); the call's outcome, with
+    ``PYTHONPATH`` and the watched variables put back."""
+    import tempfile
+
+    saved = {k: os.environ.get(k) for k in (*_WATCHED, "PYTHONPATH")}
+    try:
+        with tempfile.TemporaryDirectory(prefix="course-broken-torch-") as folder:
+            (Path(folder) / "sitecustomize.py").write_text(_BROKEN_TORCH_SITE)
+            path = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = folder + (os.pathsep + path if path else "")
+            with contextlib.redirect_stdout(io.StringIO()):
+                return attempt(visible_gpus, "0")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _check_visible_gpus_failing_child(visible_gpus) -> None:
+    record = visible_gpus.probe(_probe_visible_gpus_failing_child)
+    if record.get("ok"):
+        yours = f"returned {record.get('value')!r}"
+    else:
+        types = record.get("error", {}).get("types", [])
+        if "subprocess.CalledProcessError" in types:
+            return
+        yours = (
+            f"raised {types[0].removeprefix('builtins.') if types else 'an exception'}: "
+            + (str(record.get("error", {}).get("message", ""))[:200])
+        )
+    fail(
+        "visible_gpus('0') when the child Python fails (here its `import torch` raises) must "
+        "raise subprocess.CalledProcessError",
+        yours=yours,
+        expected="raises subprocess.CalledProcessError (the docstring's Raises)",
+        cause="pass check=True to subprocess.run (or call check_returncode()): otherwise a "
+        "failed child's empty output is read as if it were an answer",
+    )
+
+
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -874,7 +937,11 @@ def check_visible_gpus(visible_gpus) -> None:
         CheckFailed: a wrong list, or the current process's environment changed.
     """
     _check_visible_gpus(visible_gpus, hidden=False)
-    passed("visible_gpus asks a fresh process, in the order asked, and leaves this one alone")
+    _check_visible_gpus_failing_child(student(visible_gpus, "visible_gpus"))
+    passed(
+        "visible_gpus asks a fresh process, in the order asked, leaves this one alone and "
+        "raises CalledProcessError when the child fails"
+    )
 
 
 def check_visible_gpus_hidden(visible_gpus) -> None:

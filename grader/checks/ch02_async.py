@@ -163,7 +163,7 @@ _TIME_CASES: dict[str, dict] = {
     "units": {"ms": 20, "slow": {}, "args": (), "warmup": 1, "repeat": 3},
     "warmup": {"ms": 10, "slow": {0: 300}, "args": (), "warmup": 1, "repeat": 1},
     "median": {"ms": 10, "slow": {2: 400}, "args": (), "warmup": 0, "repeat": 5},
-    "sync": {"ms": 30, "slow": {}, "args": (), "warmup": 1, "repeat": 3, "simulated": True},
+    "sync": {"ms": 30, "slow": {}, "args": ("b",), "warmup": 1, "repeat": 3, "simulated": True},
 }
 
 
@@ -296,6 +296,15 @@ def check_time_gpu(time_gpu) -> None:
         passed("time_gpu counts calls, warms up and returns the median in ms")
         return
     ms = timed("sync")
+    args = seen["sync"]["args"]
+    require(
+        all(tuple(a) == ("b",) for a in args),
+        "time_gpu on a (simulated) GPU must call fn(*args) too",
+        yours=args[:2],
+        expected=[("b",)] * 2,
+        cause="pass the extra positional arguments on in every call, in the CUDA branch as in "
+        "the CPU one: fn(*args)",
+    )
     require(
         20 <= ms <= 100,
         "time_gpu of a (simulated) GPU kernel that runs 30 ms after an instant launch",
@@ -376,19 +385,23 @@ def check_time_gpu_cuda(time_gpu) -> None:
 
 # --------------------------------------------------------------------------- mean_loss_without_sync
 def _loss_setup(device="cpu", classes=False):
+    """A model, its batches and a loss function. The last batch is short, as a DataLoader's is
+    when the dataset does not divide: the mean over batches counts it once, like the others, so a
+    mean weighted by samples differs."""
     g = torch.Generator().manual_seed(3)
     torch.manual_seed(3)
     if classes:
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
         batches = [
-            (torch.randn(10, 8, generator=g), torch.randint(0, 4, (10,), generator=g))
-            for _ in range(6)
+            (torch.randn(n, 8, generator=g), torch.randint(0, 4, (n,), generator=g))
+            for n in (10, 10, 10, 10, 10, 3)
         ]
         loss_fn = nn.CrossEntropyLoss()
     else:
         model = nn.Linear(8, 1)
         batches = [
-            (torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)) for _ in range(5)
+            (torch.randn(n, 8, generator=g), torch.randn(n, 1, generator=g))
+            for n in (16, 16, 16, 16, 5)
         ]
         loss_fn = nn.MSELoss()
     model = model.to(device)
@@ -472,7 +485,7 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
     ``copy_`` into a CPU tensor) are seen in a second run on ``meta`` tensors, which stand for
     the GPU. Then the same batches come as a generator (``batches`` is any iterable: a
     ``len(batches)`` fails there), and an empty list must raise (``0 / 0`` on a tensor is a
-    silent NaN; the exercise asks for ``ValueError``, and any exception is accepted).
+    silent NaN; the exercise asks for ``ValueError``, and another exception loses the check).
 
     Raises:
         CheckFailed: wrong value/type/device, a synchronizing call inside, a generator of
@@ -506,14 +519,13 @@ def check_mean_loss_without_sync(mean_loss_without_sync) -> None:
             "and count the batches as you go; len(batches) and batches[i] need a list",
         )
     _require_mean_loss(streamed, expected, torch.device("cpu"))
-    if seen["empty"]["ok"]:
-        fail(
-            "mean_loss_without_sync(model, [], loss_fn) must raise ValueError",
-            yours=f"returned {seen['empty']['value']!r}",
-            expected="raises ValueError (there is no mean of no batches)",
-            cause="0 / 0 on a tensor gives NaN without an error: count the batches and raise "
-            "ValueError when there were none",
-        )
+    expect_raises(
+        ValueError,
+        Recorded("mean_loss_without_sync", [((), {})], [seen["empty"]]),
+        what="mean_loss_without_sync(model, [], loss_fn) must raise ValueError",
+        cause="0 / 0 on a tensor gives NaN without an error, and another exception is not what "
+        "the statement asks for: count the batches and raise ValueError when there were none",
+    )
     passed("mean_loss_without_sync returns the right 0-d tensor without synchronizing calls")
 
 

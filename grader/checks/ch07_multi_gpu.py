@@ -299,11 +299,19 @@ def check_shard_indices_hidden(shard_indices) -> None:
 DDP_SETTINGS = {"epochs": 3, "batch_size": 4, "lr": 0.1}
 
 
-def ddp_data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The regression data set of ``ddp_train``: 48 samples, x of shape (48, 8), y (48, 1)."""
+#: Samples in the data sets the checks train on (``ddp_data(seed, n)``): 2 ranks and batches of
+#: 4 divide neither, so ``DistributedSampler`` pads each epoch (45 -> 46, 43 -> 44) and every
+#: rank's last batch is short (3 and 2 samples): a sampler without its padding, a loader with
+#: ``drop_last=True`` or a hand-made shard train differently.
+CHECK_SAMPLES = {1: 45, 2: 43}
+
+
+def ddp_data(seed: int = 0, n: int = 48) -> tuple[torch.Tensor, torch.Tensor]:
+    """The regression data set of ``ddp_train``: ``n`` samples (48 in the notebook's demo), x of
+    shape (n, 8), y (n, 1), float32."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(48, 8, generator=g)
-    y = (x @ torch.randn(8, 1, generator=g)).tanh() + 0.1 * torch.randn(48, 1, generator=g)
+    x = torch.randn(n, 8, generator=g)
+    y = (x @ torch.randn(8, 1, generator=g)).tanh() + 0.1 * torch.randn(n, 1, generator=g)
     return x, y
 
 
@@ -337,12 +345,14 @@ def ddp_config(folder: str | Path, *, init_method: str | None = None, seed: int 
 
 
 def single_process_training(make_model, x, y, config: dict, world_size: int) -> dict:
-    """What DDP training with ``world_size`` ranks must equal: one process, global batches of
-    ``world_size * batch_size`` taken in the order of ``DistributedSampler``'s permutation.
+    """What DDP training with ``world_size`` ranks must equal: one process, whose k-th step
+    takes the union of the ranks' k-th batches.
 
-    With the sampler's strided split, the union of the ranks' k-th batches is the k-th
-    contiguous block of the epoch's permutation (``randperm`` seeded ``seed + epoch``), and
-    DDP's averaged gradient is the gradient of the mean loss over that block.
+    Each rank's indices are ``torch.utils.data.DistributedSampler``'s for that rank and epoch
+    (shuffled with ``seed + epoch``, padded by repeating its first indices when the ranks do
+    not divide the data set), cut into batches of ``batch_size`` with the last one short. Every
+    rank then has as many batches of the same sizes, so DDP's averaged gradient (the mean of the
+    ranks' mean losses' gradients) is the gradient of the mean loss over the union.
 
     Args:
         make_model: Builds the model (called after ``torch.manual_seed(config["seed"])``).
@@ -356,12 +366,21 @@ def single_process_training(make_model, x, y, config: dict, world_size: int) -> 
     torch.manual_seed(config["seed"])
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
-    step = world_size * config["batch_size"]
+    size = config["batch_size"]
     for epoch in range(config["epochs"]):
-        g = torch.Generator().manual_seed(config["seed"] + epoch)
-        order = torch.randperm(len(x), generator=g)
-        for start in range(0, len(x) - step + 1, step):
-            idx = order[start : start + step]
+        shards = []
+        for rank in range(world_size):
+            sampler = DistributedSampler(
+                range(len(x)),
+                num_replicas=world_size,
+                rank=rank,
+                shuffle=True,
+                seed=config["seed"],
+            )
+            sampler.set_epoch(epoch)
+            shards.append(list(sampler))
+        for start in range(0, len(shards[0]), size):
+            idx = torch.tensor([i for shard in shards for i in shard[start : start + size]])
             optimizer.zero_grad()
             F.mse_loss(model(x[idx]), y[idx]).backward()
             optimizer.step()
@@ -412,7 +431,7 @@ _DDP_CAUSE = (
 def _check_trained(script: str, launcher: str, seed: int) -> None:
     world_size = 2
     how = "mp.spawn" if launcher == "spawn" else "torchrun"
-    x, y = ddp_data(seed)
+    x, y = ddp_data(seed, CHECK_SAMPLES[seed])
     seen = run(_probe_ddp_train, script, launcher, world_size, x, y, seed)
     what = (
         "ddp_train launched with torch.multiprocessing (spawn)"
@@ -463,8 +482,9 @@ def _check_trained(script: str, launcher: str, seed: int) -> None:
     worst = max((got[k].float() - expected[k]).abs().max().item() for k in expected)
     require(
         worst <= 1e-5,
-        f"parameters after DDP training ({how}, {world_size} gloo processes) vs single-process "
-        "training on the same data: largest difference",
+        f"parameters after DDP training ({how}, {world_size} gloo processes, {len(x)} samples: "
+        "the sampler pads, the last batch is short) vs single-process training on the same "
+        "data: largest difference",
         yours=f"{worst:.3g}",
         expected="<= 1e-05",
         cause=_DDP_CAUSE,

@@ -685,8 +685,132 @@ def _check_speedup(
     )
 
 
+# ------------------------------------------------------------------ compile_speedup, scripted
+#: The virtual clock's script, in ms: an eager call, a compiled call, the compilation (added to
+#: the first compiled call), and a slow call (a pause of the process) among every 25 of each.
+_SCRIPT_EAGER_MS, _SCRIPT_COMPILED_MS, _SCRIPT_COMPILE_MS = 3.8, 1.0, 400.0
+_SCRIPT_SLOW_EAGER_MS, _SCRIPT_SLOW_COMPILED_MS = 40.0, 60.0
+#: The speed-up the statement's rules measure on that script: the medians' ratio, 3.8 / 1.0.
+SCRIPTED_SPEEDUP = _SCRIPT_EAGER_MS / _SCRIPT_COMPILED_MS
+#: The clocks a timing may read, patched on the ``time`` module during the scripted run.
+_CLOCKS = ("perf_counter", "monotonic", "time", "process_time")
+
+
+class _VirtualClock:
+    """A clock that moves only when a scripted call says so (ns), read through ``time``'s
+    functions; counts its readings."""
+
+    def __init__(self) -> None:
+        self.ns = 10**12
+        self.reads = 0
+
+    def advance(self, ms: float) -> None:
+        self.ns += round(ms * 1e6)
+
+    def seconds(self) -> float:
+        self.reads += 1
+        return self.ns / 1e9
+
+    def nanoseconds(self) -> int:
+        self.reads += 1
+        return self.ns
+
+
+def _probe_compile_speedup_scripted(compile_speedup) -> dict:
+    """Probe: the student's ``compile_speedup(fn, x)`` where ``fn`` and ``torch.compile`` are
+    scripted and ``time``'s clocks are virtual: an eager call takes 3.8 ms, a compiled one 1.0 ms,
+    compilation 400 ms (on the first compiled call), and one call in 25 of each is slow (40 and
+    60 ms). Nothing sleeps, so the machine's load does not matter. Returns the outcome and
+    whether the virtual clock was read and ``torch.compile`` called (an answer that times with
+    another clock, ``torch.utils.benchmark`` for one, is not judged here)."""
+    from unittest import mock
+
+    clock = _VirtualClock()
+    calls = {"eager": 0, "compiled": 0, "compile": 0}
+    inside = []
+
+    def scripted(x):
+        if inside:
+            n = calls["compiled"] - 1
+            clock.advance(_SCRIPT_SLOW_COMPILED_MS if n % 25 == 7 else _SCRIPT_COMPILED_MS)
+        else:
+            n = calls["eager"]
+            calls["eager"] += 1
+            clock.advance(_SCRIPT_SLOW_EAGER_MS if n % 25 == 12 else _SCRIPT_EAGER_MS)
+        return x * 2.0 + 1.0
+
+    def fake_compile(model=None, *args, **kwargs):
+        if model is None:  # torch.compile(mode=...) used as a decorator factory
+            return lambda m: fake_compile(m, *args, **kwargs)
+        calls["compile"] += 1
+
+        def compiled(*a, **k):
+            calls["compiled"] += 1
+            if calls["compiled"] == 1:
+                clock.advance(_SCRIPT_COMPILE_MS)
+            inside.append(True)
+            try:
+                return model(*a, **k)
+            finally:
+                inside.pop()
+
+        return compiled
+
+    patches = [mock.patch.object(torch, "compile", fake_compile)]
+    for name in _CLOCKS:
+        patches.append(mock.patch.object(time, name, clock.seconds))
+        patches.append(mock.patch.object(time, f"{name}_ns", clock.nanoseconds))
+    x = torch.ones(8)
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        record = number_attempt(compile_speedup, scripted, x)
+    return {"record": record, "reads": clock.reads, **calls}
+
+
+def _check_compile_speedup_scripted(compile_speedup) -> None:
+    seen = compile_speedup.probe(_probe_compile_speedup_scripted)
+    if not (seen["reads"] and seen["compile"] and seen["compiled"] and seen["eager"]):
+        return  # timed with another clock, or compiled another way: the real timings judge it
+    record = seen["record"]
+    mine = call_student(
+        Recorded("compile_speedup", [((), {})], [record]),
+        name="compile_speedup(scripted_fn, x) on the virtual clock",
+    )
+    if mine is None:
+        return  # not a number: the real timings' check says so
+    what = (
+        f"compile_speedup on a scripted function and a virtual clock (each eager call "
+        f"{_SCRIPT_EAGER_MS} ms, each compiled call {_SCRIPT_COMPILED_MS} ms, compilation "
+        f"{_SCRIPT_COMPILE_MS:.0f} ms on the first compiled call, one call in 25 of each a slow "
+        f"{_SCRIPT_SLOW_EAGER_MS:.0f} / {_SCRIPT_SLOW_COMPILED_MS:.0f} ms)"
+    )
+    if abs(mine - SCRIPTED_SPEEDUP) <= 0.03 * SCRIPTED_SPEEDUP:
+        return
+    if mine == math.floor(SCRIPTED_SPEEDUP) or mine == round(SCRIPTED_SPEEDUP):
+        cause = "return the ratio as it is: no int(), //, math.floor or round()"
+    elif mine < 1:
+        cause = (
+            "exclude compilation (call the compiled function before timing it), and return "
+            "eager time / compiled time, not the inverse"
+        )
+    else:
+        cause = (
+            "time each call on its own and take the median of each side: a mean (or one timing "
+            "around a loop of calls) carries the slow calls in"
+        )
+    fail(
+        what,
+        yours=f"{mine:.4g}",
+        expected=f"{SCRIPTED_SPEEDUP:g} (median eager / median compiled)",
+        cause=cause,
+    )
+
+
 def check_compile_speedup(compile_speedup) -> None:
-    """``many_small_ops`` on 256 floats on the CPU (launch-bound: compiling removes 50 ops'
+    """First on a scripted function and a virtual clock (exact: 3.8, so a floored ratio, a
+    mean or a timed compilation is seen whatever the machine's load; an answer that reads
+    another clock is left to the next part); then ``many_small_ops`` on 256 floats on the CPU (launch-bound: compiling removes 50 ops'
     overhead; the reference measures 3x-5x on a 2-core CPU): within a factor 3 of the reference
     measured in the same run, and above 1.
 
@@ -694,6 +818,7 @@ def check_compile_speedup(compile_speedup) -> None:
         CheckFailed: not a float, compilation timed, or far from the reference.
     """
     compile_speedup = student(compile_speedup, "compile_speedup")
+    _check_compile_speedup_scripted(compile_speedup)
     _check_speedup(compile_speedup, many_small_ops, 256, "cpu", "256 floats on the CPU")
     passed("compile_speedup measures compiled steady state against eager")
 

@@ -206,6 +206,11 @@ class SimulatedCuda:
         pageable_gbps: Bandwidth of copies from pageable memory (default: ``h2d_gbps``).
         pin_gbps: Rate at which ``pin_memory()`` copies into page-locked memory, GB/s
             (default: free).
+        first_copy_ms: One-time cost, ms, added to the first host-to-device copy of each kind
+            (from pinned memory, from pageable memory), as a real GPU's first copies pay for
+            setting up the transfer path (lazy initialisation, the driver's staging buffers
+            for pageable copies); the copies after it run at the link's bandwidth. A timing
+            without a warm-up copy measures it. Default 0.
         virtual_time: Run on a virtual clock: waiting advances the clock instead of
             sleeping, and ``time.perf_counter``/``monotonic``/``time`` read it (each read
             advances it by 1 nanosecond, so no interval is ever zero). Results are then
@@ -223,6 +228,7 @@ class SimulatedCuda:
         h2d_gbps: float = SIM_H2D_GBPS,
         pageable_gbps: float | None = None,
         pin_gbps: float | None = None,
+        first_copy_ms: float = 0.0,
         virtual_time: bool = False,
         kernel_time_scale: float = 1.0,
     ):
@@ -233,6 +239,10 @@ class SimulatedCuda:
         self.h2d_gbps = h2d_gbps
         self.pageable_gbps = pageable_gbps or h2d_gbps
         self.pin_gbps = pin_gbps
+        if first_copy_ms < 0:
+            raise ValueError(f"first_copy_ms must be >= 0, got {first_copy_ms}")
+        self.first_copy_ms = first_copy_ms
+        self._copied_kinds: set[bool] = set()  # pinned-ness of the copies made so far
         self.virtual_time = virtual_time
         if kernel_time_scale <= 0:
             raise ValueError(f"kernel_time_scale must be > 0, got {kernel_time_scale}")
@@ -490,6 +500,9 @@ class SimulatedCuda:
         pinned = src in self.pinned
         gbps = self.h2d_gbps if pinned else self.pageable_gbps
         ms = nbytes / (gbps * 1e9) * 1000.0
+        if pinned not in self._copied_kinds:
+            self._copied_kinds.add(pinned)
+            ms += self.first_copy_ms
         if dst is None:
             out = src.detach().view_as(
                 src

@@ -56,7 +56,9 @@ contiguous tensor its ``numel * element_size`` bytes), counted in bytes of the p
 type, and any active lane outside that tensor is out of bounds: it is recorded, masked off (a
 load gives ``other``, or 0) and never dereferenced. The tensors' addresses are those the
 interpreter sees (``GridExecutor._init_args_hst``'s host copies; for CPU tensors, the tensors
-themselves). ``GridExecutor`` and the builder are restored when the block ends.
+themselves). ``GridExecutor`` and the builder are restored when the block ends. The masked-off
+lanes of a load without ``other``, undefined on a GPU, are NaN there (integers: the type's
+smallest value) instead of the interpreter's 0 (:func:`_undefined_lanes`).
 
 **Races between program instances.** The interpreter runs a launch's program instances one
 after another (``GridExecutor.__call__``: ``for x``, ``for y``, ``for z``, each after
@@ -1400,12 +1402,16 @@ class TrafficLog(list):
             found them: ``(start address, bytes of the extent)`` per tensor (see
             :meth:`bytes_before_kernels`).
         after: the same as each launch left them (see :meth:`bytes_after_kernels`).
+        undefined_lanes: the masked-off lanes of every ``tl.load`` without ``other``, summed
+            over the launches (:func:`_undefined_lanes`).
     """
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.before: list[list[tuple[int, bytes]]] = []
         self.after: list[list[tuple[int, bytes]]] = []
+        #: Masked-off lanes of loads without ``other`` (undefined on a GPU; NaN here).
+        self.undefined_lanes = 0
 
     def bytes_before_kernels(self, start: int, end: int) -> list[bytes]:
         """The bytes ``[start, end)`` as each launch whose tensor arguments held them found
@@ -1473,6 +1479,7 @@ def count_traffic(
         raise ValueError(f'on_out_of_bounds must be "record" or "raise", not {on_out_of_bounds!r}')
     if _active:
         raise RuntimeError("count_traffic blocks do not nest; one is already counting")
+    import numpy as np
     from triton.runtime import interpreter as interp
     from triton.runtime.errors import InterpreterError
     from triton.runtime.jit import JITFunction
@@ -1521,6 +1528,9 @@ def count_traffic(
 
     def masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
         mask = _or(counted("load", ptrs, mask), mask)
+        if other is None:
+            other = _undefined_lanes(interp, ptrs)
+            log.undefined_lanes += int(mask.data.size - np.count_nonzero(mask.data))
         return orig["create_masked_load"](
             ptrs, mask, other, cache_modifier, eviction_policy, is_volatile
         )
@@ -1569,6 +1579,33 @@ def count_traffic(
             builder.__dict__.pop(n, None)
         builder.__dict__.update(saved_builder)
         _active.pop()
+
+
+def _undefined_lanes(interp: Any, ptrs: Any) -> Any:
+    """What the masked-off lanes of a ``tl.load`` without ``other`` hold while counting: NaN for
+    floating-point types, the type's smallest value for integers (booleans: False).
+
+    ``tl.load``'s docstring: "If `other` is `None`, the masked-out value is undefined" (a GPU's
+    registers hold whatever they held); the interpreter gives 0 there
+    (``InterpreterBuilder.create_masked_load``), which hides a kernel whose result depends on
+    those lanes, such as a dot product that multiplies them by zero probabilities (0 x NaN is
+    NaN) or a maximum taken over them. NaN makes such a kernel's output show it; a kernel that
+    masks those lanes out (``tl.where``, a masked store) is unaffected."""
+    import numpy as np
+
+    dtype_tt = ptrs.get_element_ty()
+    dtype_np = interp._get_np_dtype(dtype_tt)
+    if dtype_tt == interp.tl.bfloat16:  # stored as uint16 there: bfloat16's quiet NaN
+        fill: Any = 0x7FC0
+    elif dtype_tt.is_floating() and not np.issubdtype(dtype_np, np.floating):
+        fill = 0  # float8 (stored as uint8): no NaN taken here
+    elif np.issubdtype(dtype_np, np.floating):
+        fill = np.nan
+    elif np.issubdtype(dtype_np, np.integer):
+        fill = np.iinfo(dtype_np).min
+    else:
+        fill = 0
+    return interp.TensorHandle(np.full(ptrs.data.shape, fill, dtype=dtype_np), dtype_tt)
 
 
 def _cpu_bytes(values: list[Any]) -> list[tuple[int, bytes]]:

@@ -31,7 +31,8 @@ A mutant's *stable id* is ``<exercise>:L<line>:<operator>:<k>``: the cell line, 
 and the k-th place that operator applies on that line. It stays the same as long as the
 solution cell does; ``mutants_equivalent.json`` also stores the line's text, so an entry whose
 line changed is reported as stale instead of explaining another mutant. An entry may name a
-whole line (``<exercise>:L<line>:*``), and say ``"kind"``: ``equivalent`` (the default),
+whole line (``<exercise>:L<line>:*``) or one operator's mutants of it
+(``<exercise>:L<line>:<operator>:*``), and say ``"kind"``: ``equivalent`` (the default),
 ``tolerated`` (off by less than the checks can measure by design, e.g. 0.1 % of a timing),
 ``cpu-same`` (the same on every CPU input, different only on a GPU: a tensor left on the CPU) or
 ``gpu-only`` (code only a GPU runs, such as 12's autotuning configs: honoured only for a line
@@ -881,7 +882,8 @@ class Cache:
 
 # --------------------------------------------------------------------------- equivalents
 def load_equivalents(path: Path) -> dict[str, dict]:
-    """``mutants_equivalent.json``: stable id (or ``<exercise>:L<n>:*``) -> ``{"line": ...,
+    """``mutants_equivalent.json``: stable id (or ``<exercise>:L<n>:<operator>:*`` for one
+    operator's mutants of a line, ``<exercise>:L<n>:*`` for all of them) -> ``{"line": ...,
     "why": ..., "kind": "equivalent" | "gpu-only"}``; empty when there is no file."""
     path = Path(path)
     if not path.is_file():
@@ -917,7 +919,9 @@ def explain(
         names another text for the line; ``("HOLE", "")`` when no entry explains it (or
         ``("HOLE", why)`` when its entry is refused).
     """
-    for key in (mutant.id, f"{mutant.exercise}:L{mutant.line}:*"):
+    operator = mutant.id.split(":")[2] if mutant.id.count(":") >= 3 else ""
+    keys = (mutant.id, f"{mutant.exercise}:L{mutant.line}:{operator}:*")
+    for key in (*keys, f"{mutant.exercise}:L{mutant.line}:*"):
         entry = equivalents.get(key)
         if entry is None:
             continue
@@ -1264,9 +1268,11 @@ def format_report(
                     "| mutant | change | killed by | first failure |", "|---|---|---|---|",
                     *killed_rows, "", "</details>"]  # fmt: skip
         sections.append("\n".join(sec))
-    used = {m.id for r in results for m in r.mutants} | {
-        f"{m.exercise}:L{m.line}:*" for r in results for m in r.mutants
-    }
+    used = (
+        {m.id for r in results for m in r.mutants}
+        | {f"{m.exercise}:L{m.line}:*" for r in results for m in r.mutants}
+        | {f"{m.exercise}:L{m.line}:{m.id.split(':')[2]}:*" for r in results for m in r.mutants}
+    )
     unused = sorted(k for k in equivalents if k not in used)
     body = "\n".join(lines) + "\n\n" + "\n\n".join(sections) + "\n"
     if unused:

@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from grader.checks.ch12_triton.kernels import (
     CUDA_ROWS,
     MASK_CAUSE,
+    UNDEFINED_LANES_CAUSE,
     _autotune_without_timing,
     _bytes,
     _changed_after_kernels,
@@ -713,6 +714,7 @@ def _require_values(
     rtol: float,
     atol: float,
     cause: str,
+    undefined_lanes: int = 0,
 ) -> None:
     got64 = got.double()
     bad = ~torch.isclose(got64, want, rtol=rtol, atol=atol)
@@ -729,7 +731,8 @@ def _require_values(
         expected=f"{want[where].item():.6g} (within rtol={rtol:g}, atol={atol:.3g})",
         cause=cause
         if finite
-        else "inf or nan: exp of a raw score overflows float32 above about 88 (scores reach "
+        else (UNDEFINED_LANES_CAUSE.format(n=undefined_lanes) if undefined_lanes else "")
+        + "inf or nan: exp of a raw score overflows float32 above about 88 (scores reach "
         "the hundreds here), and 0/0 where every exp underflows; use the running max in the "
         "forward and P = exp(s * scale - lse), which is at most 1, in the backward. " + cause,
     )
@@ -800,7 +803,9 @@ def _grad_cause(spec: tuple, name: str, got: torch.Tensor, atol: float) -> str:
     return (strided or "") + general[name]
 
 
-def _judge_values_backward(label: str, spec: tuple, grads: list[torch.Tensor]) -> None:
+def _judge_values_backward(
+    label: str, spec: tuple, grads: list[torch.Tensor], undefined_lanes: int = 0
+) -> None:
     want = expected_gradients(spec)
     scale_g = max(w.abs().max().item() for w in want)
     atol = GRAD_TOL["atol"] * scale_g
@@ -808,7 +813,7 @@ def _judge_values_backward(label: str, spec: tuple, grads: list[torch.Tensor]) -
         bad = ~torch.isclose(got.double(), w, rtol=GRAD_TOL["rtol"], atol=atol)
         if bad.any():
             cause = _grad_cause(spec, name, got, atol)
-            _require_values(label, name, got, w, GRAD_TOL["rtol"], atol, cause)
+            _require_values(label, name, got, w, GRAD_TOL["rtol"], atol, cause, undefined_lanes)
 
 
 def _judge_backward_bytes(label: str, spec: tuple, seen: dict) -> None:
@@ -919,7 +924,8 @@ def _judge_backward(spec: tuple, seen: dict, label: str | None = None) -> None:
     _fail_made(label, seen, length, s)
     grads = _returned(label, seen, {"dq": (length, d), "dk": (s, d), "dv": (s, d)})
     _judge_kernels_wrote(label, seen, dict(zip(GRADS, grads)))
-    _judge_values_backward(label, spec, grads)
+    lanes = (seen.get("traffic") or {}).get("undefined_lanes", 0)
+    _judge_values_backward(label, spec, grads, lanes)
     _judge_backward_bytes(label, spec, seen)
 
 
@@ -971,8 +977,10 @@ def _judge_forward_lse(spec: tuple, seen: dict, label: str | None = None) -> Non
         o64,
         *O_TOL,
         "o = softmax(q k^T / sqrt(d)) v, as Exercise 4's attention_forward",
+        traffic.get("undefined_lanes", 0),
     )
-    _require_values(label, "lse", lse, lse64, *LSE_TOL, _lse_cause(spec, lse, lse64))
+    lanes = traffic.get("undefined_lanes", 0)
+    _require_values(label, "lse", lse, lse64, *LSE_TOL, _lse_cause(spec, lse, lse64), lanes)
     programs = traffic["storing_programs"]
     bounds = forward_lse_bounds(length, s, d, programs)
     want = bounds["o"] + bounds["lse"]

@@ -356,6 +356,7 @@ def _traffic_data(log, roles: dict[str, tuple[int, int]]) -> dict:
         "loads": sum(t.loads_bytes for t in log),
         "stores": sum(t.stores_bytes for t in log),
         "storing_programs": sum(t.storing_programs for t in log),
+        "undefined_lanes": getattr(log, "undefined_lanes", 0),
         "roles": per,
     }
 
@@ -724,6 +725,29 @@ def _judge_run(kind: str, spec: tuple, seen: dict, launches: str = "one") -> tor
     return out
 
 
+#: The likely cause of inf/nan where loads without ``other`` had masked-off lanes.
+UNDEFINED_LANES_CAUSE = (
+    "{n} masked-off lanes were loaded without other=: tl.load leaves them undefined (its "
+    "docstring; on a GPU they hold whatever the registers held, and the checks fill them with "
+    "NaN), and your result used them (a product with a zero probability or a zero-padded "
+    "operand, a max or a sum over them): give every masked tl.load the value its lanes need, "
+    "other=0.0 for a dot product or a sum, other=-float('inf') where a max or exp follows. "
+)
+
+
+def with_undefined_lanes(cause, seen: dict):
+    """``cause`` (text or ``cause(finite, where)``) for :func:`_require_close`, led by
+    :data:`UNDEFINED_LANES_CAUSE` when the result is not finite and the run's loads without
+    ``other`` had masked-off lanes (``seen["traffic"]["undefined_lanes"]``)."""
+    lanes = (seen.get("traffic") or {}).get("undefined_lanes", 0)
+
+    def combined(finite: bool, where: tuple) -> str:
+        text = cause(finite, where) if callable(cause) else cause
+        return text if finite or not lanes else UNDEFINED_LANES_CAUSE.format(n=lanes) + text
+
+    return combined
+
+
 def _require_close(
     kind: str, spec: tuple, got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, cause
 ) -> None:
@@ -917,11 +941,12 @@ def _judge_bias_gelu(spec: tuple, seen: dict) -> None:
     args = make_inputs("bias_gelu", spec)
     _require_close(
         "bias_gelu", spec, out, expected("bias_gelu", args), 1e-5, 1e-5,
-        lambda finite, where: ("" if finite else _bias_gelu_overflow(args, where)) +
+        with_undefined_lanes(lambda finite, where: (
+            "" if finite else _bias_gelu_overflow(args, where)) +
         "GELU's tanh form: h = x + bias (bias broadcast over rows: bias[col]), then "
         "0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h**3))), which equals "
         "h * sigmoid(2 * 0.7978845608 * (h + 0.044715 * h**3)); check the column index of the "
-        "bias (offsets % N for a flat index) and the constants",
+        "bias (offsets % N for a flat index) and the constants", seen),
     )  # fmt: skip
     if out.numel() == 0:
         return
@@ -1079,8 +1104,9 @@ def _judge_softmax(spec: tuple, seen: dict) -> None:
     out = _judge_run("softmax_rows", spec, seen)
     args = make_inputs("softmax_rows", spec)
     _require_close(
-        "softmax_rows", spec, out, expected("softmax_rows", args), 1e-5, 1e-6, _softmax_cause(spec)
-    )
+        "softmax_rows", spec, out, expected("softmax_rows", args), 1e-5, 1e-6,
+        with_undefined_lanes(_softmax_cause(spec), seen),
+    )  # fmt: skip
     require(
         seen["contiguous"],
         f"{_label('softmax_rows', spec)} must return a contiguous tensor",
@@ -1216,7 +1242,10 @@ def _judge_matmul(spec: tuple, seen: dict) -> None:
     out = _judge_run("matmul", spec, seen, launches="one")
     args = make_inputs("matmul", spec)
     rtol, atol = MATMUL_TOL[spec[3]]
-    _require_close("matmul", spec, out, expected("matmul", args), rtol, atol, _matmul_cause(spec))
+    _require_close(
+        "matmul", spec, out, expected("matmul", args), rtol, atol,
+        with_undefined_lanes(_matmul_cause(spec), seen),
+    )  # fmt: skip
     require(
         seen["contiguous"],
         f"{_label('matmul', spec)} must return a contiguous tensor",
@@ -1487,7 +1516,7 @@ def _judge_attention(spec: tuple, seen: dict) -> None:
     _require_close(
         "attention_forward", spec, out, expected("attention_forward", args),
         *attention_tolerance(args),
-        _attention_cause(spec, args),
+        with_undefined_lanes(_attention_cause(spec, args), seen),
     )  # fmt: skip
     traffic = seen["traffic"]
     _require_stores_exactly_output("attention_forward", spec, traffic, length * d * 4)

@@ -12,6 +12,8 @@ def pick_device(preferred: str | None = None) -> torch.device:
             return torch.device("cuda", 0)
         return torch.device("mps") if mps else torch.device("cpu")
     dev = torch.device(preferred)
+    if dev.type == "cuda" and dev.index is None and cuda_count:
+        dev = torch.device("cuda", torch.cuda.current_device())  # "cuda" is the current GPU
     index = 0 if dev.index is None else dev.index
     exists = (
         dev.type == "cpu"
