@@ -79,6 +79,34 @@ def test_anything_else_is_refused_with_its_place_and_type(value, named):
         handover.dumps(value)
 
 
+class EvilFloat(float):
+    """A float subclass whose own methods lie: the handover must not run them."""
+
+    def __float__(self):
+        raise AssertionError("the handover ran the subclass's __float__")
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+def test_a_float_subclass_crosses_as_the_plain_float_of_its_value():
+    """numpy.float64 is a float: where a float is asked it is taken, as a plain float; the
+    subclass's own methods never run; float32 and int64 are no subclasses and stay refused."""
+    np = pytest.importorskip("numpy")
+    record = remote.attempt(lambda: np.float64(2.5))
+    assert record == {"ok": True, "value": 2.5} and type(record["value"]) is float
+    nested = remote.attempt(lambda: {"a": [np.float64(1.0), (EvilFloat(2.0),)], 3: {np.float64(4)}})
+    assert nested["ok"] and nested["value"] == {"a": [1.0, (2.0,)], 3: {4.0}}
+    assert type(nested["value"]["a"][1][0]) is float
+    reply = remote.student(lambda: EvilFloat(7.5), "f")()
+    assert reply == 7.5 and type(reply) is float
+    for value in (np.float32(1.5), np.int64(3)):
+        assert not remote.attempt(lambda v=value: v)["ok"]
+    assert remote.attempt(lambda: [SneakyInt(3)])["ok"] is False
+
+
 def test_forged_bytes_are_refused():
     """Bytes written without dumps' check (a kernel can send anything) are refused by loads."""
     import io

@@ -104,8 +104,10 @@ def _unpack(reply: Any) -> Any:
 def execute(fn: Callable, obj: Any, has_target: bool, args: tuple, kwargs: dict) -> bytes:
     """Run a request here and encode the reply (what :func:`serve` and the local channel do).
 
-    The student's exceptions (and ``SystemExit``) become an error reply; a result that is not
-    plain data becomes a :class:`grader.runtime.handover.NotData` error reply. ``KeyboardInterrupt``
+    The student's exceptions (and ``SystemExit``) become an error reply; a ``float`` subclass
+    (``numpy.float64``) becomes a plain ``float`` (:func:`grader.runtime.handover.plain_floats`);
+    a result that is not plain data becomes a :class:`grader.runtime.handover.NotData` error
+    reply. ``KeyboardInterrupt``
     (the grader interrupting a cell past its time limit) passes through. What the request writes
     to stderr is printed on stdout instead (:func:`grader.runtime.quiet.captured_stderr`).
     """
@@ -114,7 +116,7 @@ def execute(fn: Callable, obj: Any, has_target: bool, args: tuple, kwargs: dict)
         # output: plain nbgrader scores a test cell with any stderr output 0 (grader.runtime.quiet).
         with captured_stderr(show=True, label="your code"):
             value = fn(obj, *args, **kwargs) if has_target else fn(*args, **kwargs)
-        reply: dict = {"ok": True, "value": value}
+        reply: dict = {"ok": True, "value": handover.plain_floats(value)}
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - every error is the reply
         reply = {"ok": False, "error": handover.describe(exc)}
     try:
@@ -233,10 +235,11 @@ def identity(obj: Any) -> Any:
 def attempt(fn: Callable, *args: Any, **kwargs: Any) -> dict:
     """Call ``fn`` here and record the outcome as plain data (for use inside a probe that
     makes several calls): ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": ...}``.
-    A result that is not plain data is recorded as a :class:`grader.runtime.handover.NotData` error
-    of that call alone."""
+    A ``float`` subclass (``numpy.float64``) is recorded as a plain ``float``; a result that is
+    not plain data is recorded as a :class:`grader.runtime.handover.NotData` error of that call
+    alone."""
     try:
-        value = fn(*args, **kwargs)
+        value = handover.plain_floats(fn(*args, **kwargs))
         handover.check_data(value, "the value it returned")
         return {"ok": True, "value": value}
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the outcome is the record
