@@ -107,6 +107,41 @@ def test_a_float_subclass_crosses_as_the_plain_float_of_its_value():
     assert remote.attempt(lambda: [SneakyInt(3)])["ok"] is False
 
 
+@pytest.mark.timeout(120, method="thread")  # pytest-timeout's signal method holds SIGALRM
+def test_a_call_that_never_returns_is_stopped_with_a_message(monkeypatch):
+    """attempt() and a handle's call stop the student's function after CALL_LIMIT_S: an endless
+    loop and an endless sleep both fail with CallTimedOut naming the function, quickly; the
+    timer and the SIGALRM handler are put back; an enclosing timer is left to govern."""
+    import signal
+    import time
+
+    monkeypatch.setattr(remote, "CALL_LIMIT_S", 0.3)
+
+    def spins():
+        while True:
+            pass
+
+    def sleeps():
+        time.sleep(60)
+
+    for fn in (spins, sleeps):
+        t0 = time.monotonic()
+        record = remote.attempt(fn)
+        assert time.monotonic() - t0 < 5
+        assert not record["ok"] and "grader.runtime.remote.CallTimedOut" in record["error"]["types"]
+        assert f"your {fn.__name__} did not return within 0.3 s" in record["error"]["message"]
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.default_int_handler, None)
+    with pytest.raises(CheckFailed, match="did not return within 0.3 s"):
+        call_student(remote.student(spins, "spins"))
+    assert remote.attempt(lambda: 4)["value"] == 4  # quick calls are untouched
+    signal.setitimer(signal.ITIMER_REAL, 30)  # an enclosing timer (a runner's alarm) governs
+    try:
+        assert remote.attempt(lambda: time.sleep(0.5) or 5)["value"] == 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def test_forged_bytes_are_refused():
     """Bytes written without dumps' check (a kernel can send anything) are refused by loads."""
     import io
