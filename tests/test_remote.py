@@ -79,6 +79,69 @@ def test_anything_else_is_refused_with_its_place_and_type(value, named):
         handover.dumps(value)
 
 
+class EvilFloat(float):
+    """A float subclass whose own methods lie: the handover must not run them."""
+
+    def __float__(self):
+        raise AssertionError("the handover ran the subclass's __float__")
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+def test_a_float_subclass_crosses_as_the_plain_float_of_its_value():
+    """numpy.float64 is a float: where a float is asked it is taken, as a plain float; the
+    subclass's own methods never run; float32 and int64 are no subclasses and stay refused."""
+    np = pytest.importorskip("numpy")
+    record = remote.attempt(lambda: np.float64(2.5))
+    assert record == {"ok": True, "value": 2.5} and type(record["value"]) is float
+    nested = remote.attempt(lambda: {"a": [np.float64(1.0), (EvilFloat(2.0),)], 3: {np.float64(4)}})
+    assert nested["ok"] and nested["value"] == {"a": [1.0, (2.0,)], 3: {4.0}}
+    assert type(nested["value"]["a"][1][0]) is float
+    reply = remote.student(lambda: EvilFloat(7.5), "f")()
+    assert reply == 7.5 and type(reply) is float
+    for value in (np.float32(1.5), np.int64(3)):
+        assert not remote.attempt(lambda v=value: v)["ok"]
+    assert remote.attempt(lambda: [SneakyInt(3)])["ok"] is False
+
+
+@pytest.mark.timeout(120, method="thread")  # pytest-timeout's signal method holds SIGALRM
+def test_a_call_that_never_returns_is_stopped_with_a_message(monkeypatch):
+    """attempt() and a handle's call stop the student's function after CALL_LIMIT_S: an endless
+    loop and an endless sleep both fail with CallTimedOut naming the function, quickly; the
+    timer and the SIGALRM handler are put back; an enclosing timer is left to govern."""
+    import signal
+    import time
+
+    monkeypatch.setattr(remote, "CALL_LIMIT_S", 0.3)
+
+    def spins():
+        while True:
+            pass
+
+    def sleeps():
+        time.sleep(60)
+
+    for fn in (spins, sleeps):
+        t0 = time.monotonic()
+        record = remote.attempt(fn)
+        assert time.monotonic() - t0 < 5
+        assert not record["ok"] and "grader.runtime.remote.CallTimedOut" in record["error"]["types"]
+        assert f"your {fn.__name__} did not return within 0.3 s" in record["error"]["message"]
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.default_int_handler, None)
+    with pytest.raises(CheckFailed, match="did not return within 0.3 s"):
+        call_student(remote.student(spins, "spins"))
+    assert remote.attempt(lambda: 4)["value"] == 4  # quick calls are untouched
+    signal.setitimer(signal.ITIMER_REAL, 30)  # an enclosing timer (a runner's alarm) governs
+    try:
+        assert remote.attempt(lambda: time.sleep(0.5) or 5)["value"] == 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def test_forged_bytes_are_refused():
     """Bytes written without dumps' check (a kernel can send anything) are refused by loads."""
     import io

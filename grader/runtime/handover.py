@@ -11,7 +11,11 @@ into values on the grading side (:func:`loads`). Only plain data crosses:
 
 each of exactly that type: an ``int`` subclass, a named tuple, or a mock whose ``__eq__``
 always returns True does not cross, so no comparison the grader makes can run the student's
-code. The bytes are read with ``torch.load(weights_only=True)`` (PyTorch's unpickler that
+code. One exception, because an exercise that asks for a ``float`` must take every float: an
+instance of a ``float`` subclass (NumPy's ``float64`` is one) crosses as the plain ``float`` of
+the same value (:func:`plain_floats`, read with ``float.__float__``, never the subclass's own
+methods). NumPy's ``float32`` and ``int64`` are no subclasses of ``float`` and ``int``: they do
+not cross. The bytes are read with ``torch.load(weights_only=True)`` (PyTorch's unpickler that
 rebuilds only allow-listed types) and then checked again, type by type.
 
 An exception raised by the student's code crosses as a description (:func:`describe`: its
@@ -57,6 +61,28 @@ def _describe_type(value: Any) -> str:
         if isinstance(value, base) and kind is not base:
             return f"{name} (a subclass of {base.__name__})"
     return name
+
+
+def plain_floats(value: Any, depth: int = 0) -> Any:
+    """``value`` with every instance of a ``float`` subclass (``numpy.float64``) replaced by the
+    plain ``float`` of the same value, inside lists, tuples, dicts, sets and OrderedDicts of
+    exactly those types too (rebuilt); anything else as it is, for :func:`check_data` to judge
+    (kernel side). The value is read with ``float.__float__``, so a subclass's own methods never
+    run; containers nested deeper than :data:`MAX_DEPTH` are left to :func:`check_data`."""
+    kind = type(value)
+    if kind is not float and issubclass(kind, float):
+        return float.__float__(value)
+    if depth > MAX_DEPTH:
+        return value
+    if kind in (list, tuple):
+        return kind(plain_floats(v, depth + 1) for v in value)
+    if kind is set:
+        return {plain_floats(v, depth + 1) for v in value}
+    if kind in (dict, collections.OrderedDict):
+        return kind(
+            (plain_floats(k, depth + 1), plain_floats(v, depth + 1)) for k, v in value.items()
+        )
+    return value
 
 
 def check_data(value: Any, where: str = "the value") -> None:

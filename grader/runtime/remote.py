@@ -104,8 +104,10 @@ def _unpack(reply: Any) -> Any:
 def execute(fn: Callable, obj: Any, has_target: bool, args: tuple, kwargs: dict) -> bytes:
     """Run a request here and encode the reply (what :func:`serve` and the local channel do).
 
-    The student's exceptions (and ``SystemExit``) become an error reply; a result that is not
-    plain data becomes a :class:`grader.runtime.handover.NotData` error reply. ``KeyboardInterrupt``
+    The student's exceptions (and ``SystemExit``) become an error reply; a ``float`` subclass
+    (``numpy.float64``) becomes a plain ``float`` (:func:`grader.runtime.handover.plain_floats`);
+    a result that is not plain data becomes a :class:`grader.runtime.handover.NotData` error
+    reply. ``KeyboardInterrupt``
     (the grader interrupting a cell past its time limit) passes through. What the request writes
     to stderr is printed on stdout instead (:func:`grader.runtime.quiet.captured_stderr`).
     """
@@ -114,7 +116,7 @@ def execute(fn: Callable, obj: Any, has_target: bool, args: tuple, kwargs: dict)
         # output: plain nbgrader scores a test cell with any stderr output 0 (grader.runtime.quiet).
         with captured_stderr(show=True, label="your code"):
             value = fn(obj, *args, **kwargs) if has_target else fn(*args, **kwargs)
-        reply: dict = {"ok": True, "value": value}
+        reply: dict = {"ok": True, "value": handover.plain_floats(value)}
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - every error is the reply
         reply = {"ok": False, "error": handover.describe(exc)}
     try:
@@ -221,8 +223,60 @@ def run(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 # --------------------------------------------------------------------------- generic probes
 def call(obj: Callable, *args: Any, **kwargs: Any) -> Any:
-    """Probe: call the student's object."""
-    return obj(*args, **kwargs)
+    """Probe: call the student's object (within :data:`CALL_LIMIT_S`)."""
+    with call_time_limit(_called(obj)):
+        return obj(*args, **kwargs)
+
+
+def _called(obj: Any) -> str:
+    name = getattr(obj, "__name__", None)
+    return f"your {name}" if isinstance(name, str) else "your function"
+
+
+#: Seconds one call of the student's function may take inside the checks (:func:`attempt`,
+#: :func:`call`) before it is stopped with :class:`CallTimedOut`: far above any exercise's
+#: reference on a loaded 2-core machine, well below a test cell's 600 s limit
+#: (``grader.grading.config.CELL_TIMEOUT_S``), so an answer that never returns fails its check
+#: with a message and the cell's other checks still run.
+CALL_LIMIT_S = 180.0
+
+
+class CallTimedOut(TimeoutError):
+    """A call of the student's function did not return within :data:`CALL_LIMIT_S`."""
+
+
+@contextlib.contextmanager
+def call_time_limit(what: str, seconds: float | None = None) -> Iterator[None]:
+    """Stop the block with :class:`CallTimedOut` (naming ``what``) after ``seconds`` (default
+    :data:`CALL_LIMIT_S`), by ``SIGALRM``. Only in the main thread of a process where no other
+    interval timer runs (an enclosing limit, or a runner's own ``alarm``, governs then), and only
+    where ``signal.setitimer`` exists (not on Windows): elsewhere the block runs unlimited, under
+    the cell's time limit."""
+    import signal
+    import threading
+
+    limit = CALL_LIMIT_S if seconds is None else seconds
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CallTimedOut(
+            f"{what} did not return within {limit:g} s, and the checks stopped it (an endless "
+            "loop, or a wait for something that never comes?)"
+        )
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def identity(obj: Any) -> Any:
@@ -233,10 +287,14 @@ def identity(obj: Any) -> Any:
 def attempt(fn: Callable, *args: Any, **kwargs: Any) -> dict:
     """Call ``fn`` here and record the outcome as plain data (for use inside a probe that
     makes several calls): ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": ...}``.
-    A result that is not plain data is recorded as a :class:`grader.runtime.handover.NotData` error
-    of that call alone."""
+    A ``float`` subclass (``numpy.float64``) is recorded as a plain ``float``; a result that is
+    not plain data is recorded as a :class:`grader.runtime.handover.NotData` error of that call
+    alone. The call may take :data:`CALL_LIMIT_S` seconds; past that it is stopped and
+    recorded as a :class:`CallTimedOut` error."""
     try:
-        value = fn(*args, **kwargs)
+        with call_time_limit(_called(fn)):
+            result = fn(*args, **kwargs)
+        value = handover.plain_floats(result)
         handover.check_data(value, "the value it returned")
         return {"ok": True, "value": value}
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the outcome is the record
