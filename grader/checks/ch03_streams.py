@@ -16,6 +16,7 @@ neighbour's allocation on that stream then overwrites a batch that is still bein
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections.abc import Iterator
@@ -70,12 +71,30 @@ def _summary(batch) -> dict:
     return {"type": "tuple", "tensors": tensors}
 
 
-def _probe_prefetch_plain(prefetch_to_device, n: int, elements: int, device: str) -> dict:
-    """Probe: what prefetch_to_device yields for small batches, without CUDA."""
-    out = prefetch_to_device(iter(_batches(n, elements)), torch.device(device))
-    if not isinstance(out, Iterator):
-        return {"iterator": False, "type": type(out).__name__, "batches": []}
-    return {"iterator": True, "type": type(out).__name__, "batches": [_summary(b) for b in out]}
+def _probe_prefetch_plain(
+    prefetch_to_device, n: int, elements: int, device: str, as_given: bool = False,
+    gpu: bool = False,
+) -> dict:  # fmt: skip
+    """Probe: what prefetch_to_device yields for small batches to a device that is not CUDA.
+    ``as_given``: the batches as a list and the device as a string (the statement allows any
+    iterable and either form); else an iterator and a ``torch.device``. ``gpu``: on the
+    simulated GPU, so CUDA is available but the target is not CUDA."""
+    batches = _batches(n, elements)
+    source, target = (batches, device) if as_given else (iter(batches), torch.device(device))
+    context = (
+        simulated_cuda(transfers=True, allow_real_gpu=True) if gpu else contextlib.nullcontext()
+    )
+    with context as sim:
+        out = prefetch_to_device(source, target)
+        if not isinstance(out, Iterator):
+            return {"iterator": False, "type": type(out).__name__, "batches": []}
+        got = [_summary(b) for b in out]
+        return {
+            "iterator": True,
+            "type": type(out).__name__,
+            "batches": got,
+            "to_gpu": sim.transfers if sim is not None else 0,
+        }
 
 
 def _require_same_batches(seen: dict, batches, device_type: str) -> None:
@@ -142,7 +161,7 @@ def _probe_prefetch_simulated(prefetch_to_device, compute_ms: float) -> dict:
         got, race = [], None
         t0 = time.perf_counter()
         try:
-            for batch in prefetch_to_device(iter(batches), torch.device("cuda:0")):
+            for batch in prefetch_to_device(batches, "cuda:0"):  # a list, a string: any iterable
                 sim.launch(compute_ms, reads=batch, label="compute")
                 got.append(batch)
         except RaceError as err:
@@ -196,7 +215,7 @@ def _probe_prefetch_launch_bound(prefetch_to_device, host_ms: float) -> dict:
         serial = sim.now() - t0
         t0 = sim.now()
         try:
-            for batch in prefetch_to_device(iter(batches), torch.device("cuda:0")):
+            for batch in prefetch_to_device(batches, "cuda:0"):  # a list, a string: any iterable
                 consume(batch)
         except RaceError as err:
             return {"race": str(err), "serial": serial, "prefetched": None}
@@ -224,7 +243,7 @@ def _probe_prefetch_memory(prefetch_to_device) -> dict:
     with simulated_cuda(transfers=True, allow_real_gpu=True, virtual_time=True) as sim:
         streams: set[int] = set()
         try:
-            for batch in prefetch_to_device(iter(batches), torch.device("cuda:0")):
+            for batch in prefetch_to_device(batches, "cuda:0"):  # a list, a string: any iterable
                 sim.launch(40, reads=batch, label="compute")
                 streams |= _allocation_streams(sim, batch)
                 del batch
@@ -248,12 +267,25 @@ def check_prefetch_to_device(prefetch_to_device) -> None:
     """
     prefetch_to_device = student(prefetch_to_device, "prefetch_to_device")
     plain = _batches(3, 1000)
-    for device in ("cpu", "meta"):
+    for device, as_given, gpu, label in (
+        ("cpu", True, False, "a list of batches, 'cpu'"),
+        ("meta", False, False, "iter(batches), torch.device('meta')"),
+        ("cpu", False, True, "iter(batches), torch.device('cpu') on a machine with a (simulated) GPU"),
+    ):  # fmt: skip
         seen = call_student(
-            prefetch_to_device.probe, _probe_prefetch_plain, 3, 1000, device,
-            name=f"prefetch_to_device(batches, {device!r})",
+            prefetch_to_device.probe, _probe_prefetch_plain, 3, 1000, device, as_given, gpu,
+            name=f"prefetch_to_device({label})",
         )  # fmt: skip
         _require_same_batches(seen, plain, device)
+        require(
+            seen.get("to_gpu", 0) == 0,
+            f"prefetch_to_device({label}) copied tensors to the GPU",
+            yours=f"{seen.get('to_gpu')} copies to the GPU",
+            expected=f"every batch moved to {device!r}, no copy to the GPU",
+            cause="take the stream path only when `device` is a CUDA device and CUDA is "
+            "available: `if device.type != 'cuda' or not torch.cuda.is_available():` move each "
+            "batch with .to(device)",
+        )
 
     batches = _batches()
     compute_ms = 20.0

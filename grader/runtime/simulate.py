@@ -731,10 +731,21 @@ class SimulatedCuda:
             self.current = previous
 
 
+def _require_cuda_device(device: object) -> None:
+    """Refuse a device that is not CUDA where ``torch.cuda``'s stream functions take one, with
+    torch's own message (``torch.cuda._utils._get_device_index``: "Expected a cuda device, but
+    got: cpu"); ``None`` and an index are the current or a numbered GPU."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device) and device.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {device}")
+
+
 class _SimStream:
     """Stand-in for ``torch.cuda.Stream``: an in-order queue with its own clock."""
 
     def __init__(self, sim: SimulatedCuda, device=None, priority: int = 0):
+        _require_cuda_device(device)
         self.sim = sim
         self.id = len(sim.streams)
         self.busy_until = sim.now()
@@ -1034,8 +1045,16 @@ def simulated_cuda(
         mock.patch.object(torch.cuda, "Event", event_cls),
         mock.patch.object(torch.cuda, "Stream", stream_cls),
         mock.patch.object(torch.cuda, "stream", sim.use_stream),
-        mock.patch.object(torch.cuda, "current_stream", lambda device=None: sim.current),
-        mock.patch.object(torch.cuda, "default_stream", lambda device=None: sim.default),
+        mock.patch.object(
+            torch.cuda,
+            "current_stream",
+            lambda device=None: _require_cuda_device(device) or sim.current,
+        ),
+        mock.patch.object(
+            torch.cuda,
+            "default_stream",
+            lambda device=None: _require_cuda_device(device) or sim.default,
+        ),
         mock.patch.object(torch.cuda, "current_device", lambda: 0),
         mock.patch.object(torch.cuda, "get_device_name", sim.get_device_name),
         mock.patch.object(torch.cuda, "get_device_properties", sim.get_device_properties),
