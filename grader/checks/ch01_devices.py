@@ -704,6 +704,15 @@ _SITE = Path(__file__).resolve().parent.parent / "runtime" / "simulated_site"
 _WATCHED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
+def _restore_environ(saved: dict) -> None:
+    """Put back environment variables as ``saved`` holds them (``None``: unset)."""
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 def _probe_visible_gpus(visible_gpus, calls: list, simulate: bool) -> dict:
     """Probe: call the student's function for each call in a process whose CUDA is already
     initialised (a simulated 4-GPU machine on a CPU, whose fresh child processes see the same
@@ -751,11 +760,7 @@ def _probe_visible_gpus(visible_gpus, calls: list, simulate: bool) -> dict:
                     for k in [k for k, v in before.items() if v is None]:
                         os.environ.pop(k, None)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _restore_environ(saved)
     return {"records": records, "changed": changed, "here": here}
 
 
@@ -782,11 +787,7 @@ def _probe_visible_gpus_failing_child(visible_gpus) -> dict:
             with contextlib.redirect_stdout(io.StringIO()):
                 return attempt(visible_gpus, "0")
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _restore_environ(saved)
 
 
 def _check_visible_gpus_failing_child(visible_gpus) -> None:
