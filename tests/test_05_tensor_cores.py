@@ -228,6 +228,11 @@ def tflops_events(n, dtype):
         a @ b
     times = []
     for _ in range(7):
+        if not torch.cuda.is_available():  # the statement's CPU path
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+            continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         a @ b
@@ -235,6 +240,19 @@ def tflops_events(n, dtype):
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
     return 2 * n**3 / statistics.median(times) / 1e12
+
+
+def tflops_events_only(n, dtype):
+    """CUDA events whatever the device: right on a GPU, but the statement asks for the CPU's
+    figure on a machine without one."""
+    a, b = _inputs(n, dtype)
+    a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    a @ b
+    end.record()
+    end.synchronize()
+    return 2 * n**3 / (start.elapsed_time(end) / 1e3) / 1e12
 
 
 def tflops_no_sync_loop(n, dtype):
@@ -251,6 +269,12 @@ def tflops_no_sync_loop(n, dtype):
 def test_any_correct_timer_passes_on_the_simulated_gpu(fn, capsys):
     checks.check_matmul_tflops(fn)
     assert "OK:" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path's check")
+def test_an_answer_without_a_cpu_path_fails_on_a_machine_without_a_gpu():
+    with pytest.raises(CheckFailed, match="on this CPU"):
+        checks.check_matmul_tflops(tflops_events_only)
 
 
 def test_a_timer_that_never_synchronizes_fails():
@@ -290,6 +314,13 @@ def test_matmul_tflops_cuda_check_takes_each_sides_best_round(monkeypatch):
         ("wrong_tflops_binary_tera", "not 2**40"),
         ("wrong_tflops_single_call_no_warmup", "warm up before timing"),
         ("wrong_tflops_gflops", "not GFLOP/s"),
+        ("wrong_tflops_floor_division", "// rounds the TFLOP/s down"),
+        ("wrong_tflops_b_default_dtype", "same dtype"),
+        pytest.param(
+            "wrong_tflops_cpu_total_time",
+            "time each call alone",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path's check"),
+        ),
     ],
 )
 def test_matmul_tflops_names_unit_and_warm_up_mistakes(sample, cause):

@@ -431,3 +431,35 @@ def test_exported_trace_names_its_tracks_and_reads_back_as_the_same_trace(tmp_pa
     }
     assert tracing.parse(path).summary() == tracing.parse(events).summary()
     assert tracing.parse(path).syncs
+
+
+def test_a_copy_between_dtypes_converts_on_the_host_and_moves_the_destinations_bytes():
+    """As PyTorch's copy_kernel_cuda: a uint8 host tensor copied into a float32 device buffer is
+    first converted on the CPU (a new pageable tensor), so 4 bytes per element cross the link at
+    the pageable rate, even from pinned memory."""
+    with simulated_cuda(transfers=True, virtual_time=True, h2d_gbps=10.0, pageable_gbps=5.0):
+        pinned = torch.ones(10_000_000, dtype=torch.uint8).pin_memory()
+        same = torch.empty(10_000_000, dtype=torch.uint8, device="cuda")
+        wider = torch.empty(10_000_000, device="cuda")
+
+        def copy_ms(dst):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(pinned, non_blocking=True)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        assert copy_ms(same) == pytest.approx(1.0, abs=1e-6)  # 10 MB at 10 GB/s
+        assert copy_ms(wider) == pytest.approx(8.0, abs=1e-6)  # 40 MB at 5 GB/s
+        assert wider.dtype == torch.float32 and wider.sum().item() == 10_000_000
+
+
+def test_a_matmul_of_two_dtypes_is_refused_as_on_a_gpu():
+    with simulated_cuda(transfers=True, virtual_time=True):
+        a = torch.randn(8, 8, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(8, 8, device="cuda")
+        with pytest.raises(RuntimeError, match="same dtype"):
+            a @ b
+        assert (a @ b.to(torch.bfloat16)).shape == (8, 8)

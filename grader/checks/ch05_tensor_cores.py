@@ -477,8 +477,35 @@ def check_pad_linear_cuda(pad_linear) -> None:
 
 
 # --------------------------------------------------------------------------- matmul_tflops
-#: Sizes and dtypes the CPU check times on the simulated GPU.
-SIMULATED_CASES = [(4096, torch.bfloat16), (4095, torch.bfloat16), (1024, torch.float16)]
+#: Sizes and dtypes the CPU check times on the simulated GPU. The float64 case runs on a
+#: simulated consumer GPU (:data:`SIM_FP64_TFLOPS`), where the figure is not a whole number.
+SIMULATED_CASES = [
+    (4096, torch.bfloat16),
+    (4095, torch.bfloat16),
+    (1024, torch.float16),
+    (512, torch.float64),
+]
+#: Float64 matmul rate of the simulated GPU, TFLOP/s: an RTX 4090's, whose FP32 rate is 82.6
+#: TFLOP/s (NVIDIA Ada Lovelace architecture whitepaper, 2022) and whose FP64 units do 1/64 of
+#: the FP32 results per clock (CUDA C++ Programming Guide, throughput of arithmetic
+#: instructions, compute capability 8.9). A figure under 2 that no rounding can hide.
+SIM_FP64_TFLOPS = 82.6 / 64
+#: The size and dtype timed on this machine's CPU, when it has no GPU, against the reference
+#: in the same process (:data:`CPU_ROUNDS` alternating rounds, each side's best): the
+#: function's CPU path must run and time the matmul as well.
+CPU_CASE = (256, torch.bfloat16)
+CPU_ROUNDS = 3
+#: How far the CPU figure may be from the reference's: wide, for a machine shared with other
+#: work; a wrong timing (total of the repeats, seconds added instead of subtracted) or a
+#: wrong unit is off by 10x or more.
+CPU_BAND = (0.25, 4.0)
+
+
+def _simulated_tflops(n: int, dtype: torch.dtype) -> float:
+    """TFLOP/s of an n x n matmul of ``dtype`` on the simulated GPU (what the check expects)."""
+    if dtype == torch.float64:
+        return SIM_FP64_TFLOPS
+    return SIM_MATMUL_TFLOPS[dtype] * (1.0 if n % 8 == 0 else SIM_MISALIGNED_FRACTION)
 
 
 #: Host time the first matmul of each shape and dtype costs on the simulated GPU, ms: on a real
@@ -512,6 +539,12 @@ def _probe_matmul_tflops_simulated(matmul_tflops, cases: list) -> list:
         sim.clocks_seen_by(matmul_tflops),
     ):
         _charge_first_matmuls(sim, FIRST_MATMUL_MS)
+        rate = sim.matmul_tflops
+
+        def matmul_tflops_of(dtype: torch.dtype, *dims: int) -> float:
+            return SIM_FP64_TFLOPS if dtype == torch.float64 else rate(dtype, *dims)
+
+        sim.matmul_tflops = matmul_tflops_of
         return [attempt(matmul_tflops, n, dtype) for n, dtype in cases]
 
 
@@ -523,10 +556,12 @@ def _probe_matmul_tflops(matmul_tflops, cases: list) -> list:
 def check_matmul_tflops(matmul_tflops) -> None:
     """On the simulated GPU's matmul model (virtual clock): exact TFLOP/s, aligned beats misaligned.
     The first matmul of each shape costs a one-time set-up (:data:`FIRST_MATMUL_MS`), which a
-    warm-up keeps out of the figure.
+    warm-up keeps out of the figure. On a machine without a GPU, the figure on this CPU is also
+    compared with the reference's (:func:`_cpu_tflops`): the function's CPU path must work.
 
     Raises:
-        CheckFailed: off by more than 5%, a non-float, or 4095 not slower than 4096.
+        CheckFailed: off by more than 5%, a non-float, 4095 not slower than 4096, or the CPU
+            figure outside :data:`CPU_BAND` of the reference's.
     """
     matmul_tflops = student(matmul_tflops, "matmul_tflops")
     records = matmul_tflops.probe(_probe_matmul_tflops_simulated, SIMULATED_CASES)
@@ -534,7 +569,7 @@ def check_matmul_tflops(matmul_tflops) -> None:
     for (n, dtype), record in zip(SIMULATED_CASES, records):
         got = _replay("matmul_tflops", record, f"matmul_tflops({n}, {dtype}) on the simulated GPU")
         results[(n, dtype)] = got
-        peak = SIM_MATMUL_TFLOPS[dtype] * (1.0 if n % 8 == 0 else SIM_MISALIGNED_FRACTION)
+        peak = _simulated_tflops(n, dtype)
         require(
             isinstance(got, float),
             f"matmul_tflops({n}, {dtype}) must return a float",
@@ -561,6 +596,8 @@ def check_matmul_tflops(matmul_tflops) -> None:
             cause = "a matmul of two n x n matrices is 2*n**3 flops, not 4*n**3"
         elif abs(ratio * 2 - 1) < 0.05:
             cause = "count 2*n**3 flops (a multiply and an add per term), not n**3"
+        elif got == math.floor(got) and abs(got - peak) < 1:
+            cause = "divide with / (true division): // rounds the TFLOP/s down to a whole number"
         else:
             cause = "time only the matmul (create the inputs before starting the clock), with warm-up, and take the median"
         require(
@@ -577,7 +614,52 @@ def check_matmul_tflops(matmul_tflops) -> None:
         expected="aligned faster",
         cause="measure each size separately",
     )
-    passed("matmul_tflops measures the simulated GPU exactly, and 4096 beats 4095 in bf16")
+    if torch.cuda.is_available():
+        passed("matmul_tflops measures the simulated GPU exactly, and 4096 beats 4095 in bf16")
+        return
+    mine, theirs = _cpu_tflops(matmul_tflops)
+    passed(
+        "matmul_tflops measures the simulated GPU exactly, and 4096 beats 4095 in bf16; on this "
+        f"CPU {mine:.3g} TFLOP/s at {CPU_CASE[0]} {CPU_CASE[1]} (reference {theirs:.3g})"
+    )
+
+
+def _cpu_tflops(matmul_tflops) -> tuple[float, float]:
+    """On a machine without a GPU: the student's figure for :data:`CPU_CASE` (their process)
+    and the reference's (here), best of :data:`CPU_ROUNDS` alternating rounds each.
+
+    Raises:
+        CheckFailed: the function fails, returns no positive float, or is outside
+            :data:`CPU_BAND` of the reference.
+    """
+    ref = reference(ASSIGNMENT).matmul_tflops
+    n, dtype = CPU_CASE
+    label = f"matmul_tflops({n}, {dtype}) on this CPU"
+    seen, ref_seen = [], []
+    for _ in range(CPU_ROUNDS):
+        value = _replay(
+            "matmul_tflops", matmul_tflops.probe(_probe_matmul_tflops, [CPU_CASE])[0], label
+        )
+        require(
+            isinstance(value, float) and math.isfinite(value) and value > 0,
+            f"{label} must return a positive float",
+            yours=repr(value),
+            expected="a float (TFLOP/s)",
+            cause="without a GPU, time the matmul on the CPU (time.perf_counter() around each call)",
+        )
+        seen.append(value)
+        ref_seen.append(ref(n, dtype))
+    mine, theirs = max(seen), max(ref_seen)
+    low, high = CPU_BAND
+    require(
+        low <= mine / theirs <= high,
+        f"{label} / reference in the same process (best of {CPU_ROUNDS} rounds each)",
+        yours=f"{mine:.3g} TFLOP/s (rounds {', '.join(f'{v:.3g}' for v in seen)})",
+        expected=f"{theirs:.3g} TFLOP/s, within {low:g}x-{high:g}x",
+        cause="on the CPU, time each call alone (t0 = time.perf_counter() before it, "
+        "time.perf_counter() - t0 after) and take the median of the repeats",
+    )
+    return mine, theirs
 
 
 #: The real-GPU check's cases: the first is compared with the reference; the second (aligned)

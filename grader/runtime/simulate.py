@@ -495,7 +495,14 @@ class SimulatedCuda:
         self, src: torch.Tensor, non_blocking: bool, dst: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Play ``src.to("cuda", non_blocking=...)`` (or ``dst.copy_(src)``); return the
-        tracked device tensor (a CPU tensor object the simulation tracks)."""
+        tracked device tensor (a CPU tensor object the simulation tracks).
+
+        A ``dst.copy_(src)`` between dtypes converts on the host first, into a new pageable
+        tensor of ``dst``'s dtype, and copies that (PyTorch's ``copy_kernel_cuda``,
+        aten/src/ATen/native/cuda/Copy.cu: "type conversions are performed on the CPU for
+        CPU-GPU copies"): ``dst``'s bytes move, at the pageable rate."""
+        if dst is not None and dst.dtype != src.dtype:
+            src = src.to(dst.dtype)
         nbytes = src.numel() * src.element_size()
         pinned = src in self.pinned
         gbps = self.h2d_gbps if pinned else self.pageable_gbps
@@ -563,6 +570,10 @@ class SimulatedCuda:
         """Play ``a @ b`` for 2-D device tensors: a kernel of 2*m*k*n flops; the result's
         values are not computed (only its shape and dtype are real)."""
         (m, k), (k2, n) = a.shape, b.shape
+        if a.dtype != b.dtype:  # as torch's matmul on any device (checked on 2.11 and 2.14)
+            raise RuntimeError(
+                f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}"
+            )
         if k != k2:
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})")
         ms = 2.0 * m * k * n / (self.matmul_tflops(a.dtype, m, k, n) * 1e12) * 1000.0
