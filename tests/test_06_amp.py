@@ -15,6 +15,7 @@ import torch
 import torchvision
 
 from grader.checks import ch06_amp as checks
+from grader.checks.common import CheckFailed
 from grader.runtime import datasets
 
 from .helpers import (
@@ -328,3 +329,29 @@ def test_amp_train_step_cuda_check_logic_on_the_cpu(monkeypatch, name, passes):
     else:
         with pytest.raises(CheckFailed, match="CUDA parameters and scale"):
             checks.check_amp_train_step_cuda(fn)
+
+
+@pytest.mark.parametrize(
+    "printed, ok",
+    [
+        (
+            "epoch 1/2: train loss 0.9000 | val loss 0.6512, val accuracy 71.4%\n"
+            "epoch 2/2: train loss 0.7000 | val loss 0.5001, val accuracy 80.0%",
+            True,
+        ),
+        ("[0] accuracy=0.7143 loss=0.651\n[1] accuracy=0.8000 loss=0.500", True),
+        ("loss 0.65 acc 71\nloss 0.50 acc 80", True),  # fewer digits, a bare percentage
+        ("val loss 0.6512, val accuracy 72.9%\nval loss 0.5001, val accuracy 80.0%", False),
+        ("val loss 0.6605, val accuracy 71.4%\nval loss 0.5001, val accuracy 80.0%", False),
+        ("val loss 0.6512, val accuracy 71.4%", False),  # the second epoch missing
+        ("val loss 0.5001, val accuracy 80.0%\nval loss 0.6512, val accuracy 71.4%", False),
+        (" ".join(f"{i / 1000:.3f}" for i in range(1000)) + "\n" * 2, False),  # every number
+    ],
+)
+def test_printed_validation_figures_are_read_in_any_format(printed, ok):
+    expected = [(0.6512, 0.714), (0.5001, 0.8)]
+    if ok:
+        checks._check_printed_validation(printed, expected)
+    else:
+        with pytest.raises(CheckFailed, match="validation loss and accuracy"):
+            checks._check_printed_validation(printed, expected)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -533,7 +534,7 @@ def _classifier(seed: int) -> nn.Module:
 
 #: Batch sizes of the training and validation loaders (different, so that the forward passes
 #: of each can be told apart) and the validation set's size.
-TRAIN_BATCH, VAL_BATCH, VAL_SIZE = 32, 20, 60
+TRAIN_BATCH, VAL_BATCH, VAL_SIZE = 32, 20, 70  # validation: batches of 20, 20, 20 and 10
 
 
 class _ForwardLog:
@@ -631,16 +632,91 @@ def _student_training(train_amp, spec: dict) -> tuple[dict, list]:
     )
     losses = _replay("train_amp", seen["record"], call)
     _require_loss_list(losses, spec["epochs"])
+    if spec["dtype"] == torch.bfloat16:
+        largest = max(seen["grads"], default=0.0)
+        require(
+            largest <= 1.0,
+            "bfloat16 training must not scale the loss",
+            yours=f"the largest gradient of the loss with respect to the logits was {largest:.3g} "
+            "(a mean cross-entropy's own gradient is at most 1 / batch size)",
+            expected="unscaled gradients: a GradScaler disabled for bfloat16",
+            cause="bfloat16 has float32's exponent range, so its gradients do not underflow: "
+            "create the GradScaler with enabled=dtype == torch.float16",
+        )
     return seen, losses
 
 
-def _check_validation(seen: dict, epochs: int, dtype: torch.dtype, plain: dict) -> None:
+#: The reference's line per epoch (its print's format), read back for the expected values.
+_REFERENCE_LINE = re.compile(r"val loss (?P<loss>[0-9.]+), val accuracy (?P<accuracy>[0-9.]+)%")
+#: A number as printed: digits with an optional fraction, and a percent sign after it.
+_PRINTED_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.(\d+))?)(%?)")
+#: More numbers than this on one line cannot count as naming the two values.
+MAX_NUMBERS_PER_LINE = 8
+
+
+def _validation_figures(printed: str) -> list[tuple[float, float]]:
+    """The reference's printed (validation loss, accuracy as a fraction) per epoch."""
+    return [
+        (float(m["loss"]), float(m["accuracy"]) / 100) for m in _REFERENCE_LINE.finditer(printed)
+    ]
+
+
+def _shows(line: str, value: float, *, percent_ok: bool, ref_error: float) -> bool:
+    """Whether a number on ``line`` is ``value``: to within half a unit of the number's last
+    printed digit plus ``ref_error`` (the rounding of the reference's own print); a number
+    with ``%`` is compared as a percentage, and with ``percent_ok`` a bare number may be one."""
+    for match in _PRINTED_NUMBER.finditer(line):
+        number, digits = float(match[1]), 0.5 * 10.0 ** -len(match[2] or "")
+        scales = [100.0] if match[3] else ([1.0, 100.0] if percent_ok else [1.0])
+        if any(abs(number - value * k) <= digits + ref_error * k + 1e-9 for k in scales):
+            return True
+    return False
+
+
+def _check_printed_validation(printed: str, expected: list[tuple[float, float]]) -> None:
+    """Each epoch's validation loss and accuracy must appear, in order, on a printed line
+    (any format: the accuracy as a fraction or a percentage)."""
+    lines = [line for line in printed.splitlines() if _PRINTED_NUMBER.search(line)]
+    found = 0
+    for line in lines:
+        if found == len(expected):
+            break
+        if len(_PRINTED_NUMBER.findall(line)) > MAX_NUMBERS_PER_LINE:
+            continue
+        loss, accuracy = expected[found]
+        if _shows(line, loss, percent_ok=False, ref_error=5e-5) and _shows(
+            line, accuracy, percent_ok=True, ref_error=5e-4
+        ):
+            found += 1
+    loss, accuracy = expected[min(found, len(expected) - 1)]
+    require(
+        found == len(expected),
+        "train_amp must print each epoch's validation loss and accuracy"
+        + (f" (epoch {found + 1} not found)" if lines else ""),
+        yours="\n".join(lines[-len(expected) :])[-400:] or "nothing printed",
+        expected=f"epoch {found + 1}: val loss {loss:.4f}, val accuracy {accuracy:.1%} "
+        "(the mean cross-entropy over every validation sample, and the fraction classified "
+        "right), one line per epoch",
+        cause="sum loss * batch size and the right predictions over the validation batches, "
+        "then divide both by the number of samples: "
+        "print(f'epoch {epoch + 1}: ... val loss {val_loss:.4f}, val accuracy {acc:.1%}')",
+    )
+
+
+def _check_validation(
+    seen: dict,
+    epochs: int,
+    dtype: torch.dtype,
+    plain: dict,
+    expected_printed: list[tuple[float, float]],
+) -> None:
     """The forward passes of a run with a validation loader: after each epoch's training, one
-    pass over the validation set in eval mode, without autograd, under autocast; training
-    itself unchanged."""
+    pass over the validation set in eval mode, without autograd, under autocast with the
+    training dtype; each epoch's loss and accuracy printed as ``expected_printed`` (the
+    reference's, per epoch); training itself unchanged."""
     train_batches = -(-len(_classification_data(0)) // TRAIN_BATCH)
     val_batches = -(-VAL_SIZE // VAL_BATCH)
-    kinds = ["val" if c["batch"] == VAL_BATCH else "train" for c in seen["calls"]]
+    kinds = ["train" if c["batch"] == TRAIN_BATCH else "val" for c in seen["calls"]]
     expected = (["train"] * train_batches + ["val"] * val_batches) * epochs
     require(
         kinds == expected,
@@ -652,8 +728,8 @@ def _check_validation(seen: dict, epochs: int, dtype: torch.dtype, plain: dict) 
         cause="after the loop over loader, evaluate on every batch of val_loader; do not "
         "evaluate when val_loader is None",
     )
-    val = [c for c in seen["calls"] if c["batch"] == VAL_BATCH]
-    train = [c for c in seen["calls"] if c["batch"] != VAL_BATCH]
+    val = [c for c in seen["calls"] if c["batch"] != TRAIN_BATCH]
+    train = [c for c in seen["calls"] if c["batch"] == TRAIN_BATCH]
     require(
         not any(c["training"] for c in val),
         "the model must be in evaluation mode during validation",
@@ -683,14 +759,7 @@ def _check_validation(seen: dict, epochs: int, dtype: torch.dtype, plain: dict) 
         expected=f"autocast enabled, dtype {dtype}",
         cause="evaluate inside torch.autocast(device_type, dtype=dtype), as the training forward",
     )
-    lines = [line for line in seen["printed"].splitlines() if any(ch.isdigit() for ch in line)]
-    require(
-        len(lines) >= epochs,
-        "train_amp must print the validation loss and accuracy of each epoch",
-        yours=seen["printed"][-300:] or "nothing printed",
-        expected=f"at least {epochs} lines, one per epoch",
-        cause="print(f'epoch {epoch + 1}: ... val loss {val_loss:.4f}, val accuracy {acc:.1%}')",
-    )
+    _check_printed_validation(seen["printed"], expected_printed)
     diff = _max_state_diff(seen["state"], plain["state"])
     require(
         diff <= 1e-6,
@@ -730,11 +799,17 @@ def check_train_amp(train_amp) -> None:
     spec = {"seed": 5, "epochs": 3, "dtype": torch.bfloat16}
     plain, _ = _student_training(train_amp, spec)
     validated, val_losses = _student_training(train_amp, {**spec, "validate": True})
-    _check_validation(validated, 3, torch.bfloat16, plain)
+    _check_validation(validated, 3, torch.bfloat16, plain, _reference_validation(spec))
     passed(
         f"train_amp: mean loss per epoch falls from {losses[0]:.3f} to {losses[-1]:.3f}; "
         "validation runs once per epoch in eval mode under autocast without gradients"
     )
+
+
+def _reference_validation(spec: dict) -> list[tuple[float, float]]:
+    """The reference's validation loss and accuracy per epoch for a training ``spec``."""
+    ran = _train(reference(ASSIGNMENT).train_amp, **spec, validate=True)
+    return _validation_figures(ran["printed"])
 
 
 def _compare_training(train_amp, *, seed: int, epochs: int, dtype, device: str, tol: float):
@@ -778,7 +853,11 @@ def check_train_amp_hidden(train_amp) -> None:
     train_amp = student(train_amp, "train_amp")
     _compare_training(train_amp, seed=2, epochs=3, dtype=torch.bfloat16, device="cpu", tol=1e-4)
     _compare_training(train_amp, seed=3, epochs=3, dtype=torch.float16, device="cpu", tol=1e-4)
-    passed("train_amp agrees with the reference")
+    spec = {"seed": 6, "epochs": 2, "dtype": torch.float16}
+    plain, _ = _student_training(train_amp, spec)
+    validated, _ = _student_training(train_amp, {**spec, "validate": True})
+    _check_validation(validated, 2, torch.float16, plain, _reference_validation(spec))
+    passed("train_amp agrees with the reference, and validates in float16 as in bfloat16")
 
 
 def check_train_amp_cuda(train_amp) -> None:

@@ -30,10 +30,14 @@ def train_amp(model, loader, epochs, lr, device, dtype, val_loader=None) -> list
         means.append(total / count)
         if val_loader is not None:
             model.eval()
-            correct, seen = 0, 0
+            correct, seen, val_loss = 0, 0, 0.0
             with torch.inference_mode(), torch.autocast(device.type, dtype=dtype):
                 for x, y in val_loader:
-                    correct += int((model(x.to(device)).argmax(1) == y.to(device)).sum())
+                    logits, y = model(x.to(device)), y.to(device)
+                    val_loss += float(loss_fn(logits, y)) * len(y)
+                    correct += int((logits.argmax(1) == y).sum())
                     seen += len(y)
-            print(f"epoch {epoch + 1}: val accuracy {correct / seen:.3f}")
+            print(
+                f"epoch {epoch + 1}: val loss {val_loss / seen:.4f}, accuracy {correct / seen:.3f}"
+            )
     return means
