@@ -6,8 +6,10 @@ import inspect
 import os
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from torch.utils.data import DataLoader
 
 from grader.checks import ch08_cpu_parallelism as checks
 from grader.checks.common import CheckFailed
@@ -68,11 +70,13 @@ def test_completion_order_is_named_as_the_cause():
         checks.check_parallel_map(in_completion_order)
 
 
-def test_sleepy_dataset_logs_the_process_that_served_each_item(tmp_path):
+def test_sleepy_dataset_logs_the_process_and_size_of_each_request(tmp_path):
     log = tmp_path / "pids.txt"
-    ds = checks.SleepyDataset(n=3, ms=0, log=log)
+    ds = checks.SleepyDataset(n=5, ms=0, log=log)
     assert [int(ds[i]) for i in range(3)] == [0, 1, 2]
-    assert log.read_text().split() == [str(os.getpid())] * 3
+    assert [int(x) for x in torch.cat(list(DataLoader(ds, batch_size=2)))] == list(range(5))
+    pid = str(os.getpid())
+    assert log.read_text().splitlines() == [f"{pid} 1"] * 3 + [f"{pid} 2"] * 2 + [f"{pid} 1"]
 
 
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(1, 20)), max_size=12))

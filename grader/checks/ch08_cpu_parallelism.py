@@ -158,12 +158,13 @@ def _check_order_and_concurrency(parallel_map, backend: str, workers: int) -> No
             cause="use concurrent.futures.ThreadPoolExecutor for backend='thread'",
         )
     overlap = max_overlap([(r[3], r[4]) for r in got])
+    low = min(2, workers)
     require(
-        2 <= overlap <= workers,
+        low <= overlap <= workers,
         f"largest number of tasks running at the same time with workers={workers} "
         f"(backend={backend!r}, measured from the tasks' start and end times)",
         yours=overlap,
-        expected=f"between 2 and {workers}",
+        expected=f"between {low} and {workers}" if low < workers else f"{workers}",
         cause="submit every item to a pool of exactly `workers` workers "
         "(max_workers=workers / processes=workers) before waiting for any result"
         if overlap > workers
@@ -252,7 +253,8 @@ def check_parallel_map(parallel_map) -> None:
 
 
 def check_parallel_map_hidden(parallel_map) -> None:
-    """Empty input, one worker, an iterator as input, many items, ``None`` results."""
+    """Empty input, one worker, an iterator as input, many items, ``None`` results, and one
+    task at a time with ``workers=1``."""
     parallel_map = student(parallel_map, "parallel_map")
     for backend in ("thread", "process"):
         got, _ = _map(parallel_map, square, [], 2, backend)
@@ -281,6 +283,9 @@ def check_parallel_map_hidden(parallel_map) -> None:
             cause="keep None results",
         )
         _check_order_and_concurrency(parallel_map, backend, workers=2)
+        # one worker: one task at a time, whatever the machine's core count (a pool left at
+        # its default size runs os.cpu_count() of them)
+        _check_order_and_concurrency(parallel_map, backend, workers=1)
     passed("parallel_map handles empty input, iterators, one worker and many items")
 
 
@@ -437,8 +442,9 @@ def check_seed_worker_hidden(seed_worker) -> None:
 # --------------------------------------------------------------------------- loader_speedup
 class SleepyDataset(Dataset):
     """An I/O-bound dataset: each item waits ``ms`` milliseconds (like a read from a network
-    disk) and returns its index as a tensor. Every item also appends the pid of the process
-    that served it to ``log`` (a file), so a check can see how many workers did the work.
+    disk) and returns its index as a tensor. Every request (a DataLoader asks for a batch at
+    once) also appends the pid of the process that served it and the number of items to
+    ``log`` (a file), so a check can see how many workers did the work, in which batch sizes.
     Waiting needs no CPU, so workers speed it up even on a machine with few cores.
     """
 
@@ -449,11 +455,16 @@ class SleepyDataset(Dataset):
         return self.n
 
     def __getitem__(self, index: int) -> torch.Tensor:
-        time.sleep(self.ms / 1000)
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[torch.Tensor]:
+        """A batch's items (a DataLoader asks for a whole batch at once through this, since
+        torch 2.0); logs ``pid size`` once per request."""
+        time.sleep(self.ms / 1000 * len(indices))
         if self.log:
             with open(self.log, "a") as f:
-                f.write(f"{os.getpid()}\n")
-        return torch.tensor(index)
+                f.write(f"{os.getpid()} {len(indices)}\n")
+        return [torch.tensor(i) for i in indices]
 
 
 def number_attempt(fn, *args, **kwargs) -> dict:
@@ -483,8 +494,14 @@ def _probe_loader_speedup(loader_speedup, n: int, ms: float, batch_size: int, wo
         warnings.filterwarnings("ignore", message="This DataLoader will create")
         log = Path(tmp) / "pids.txt"
         record = number_attempt(loader_speedup, SleepyDataset(n, ms, log), batch_size, workers)
-        pids = log.read_text().split() if log.is_file() else []
-    return {"record": record, "pids": pids, "pid": str(os.getpid())}
+        lines = log.read_text().splitlines() if log.is_file() else []
+    requests = [line.split() for line in lines]
+    return {
+        "record": record,
+        "pids": [r[0] for r in requests],
+        "sizes": [int(r[1]) for r in requests],
+        "pid": str(os.getpid()),
+    }
 
 
 def _require_ratio(record: dict, label: str, cause: str) -> float:
@@ -522,6 +539,16 @@ def _check_speedup(
         expected=f"the calling process (the 0-worker pass) and {workers} worker processes per pass",
         cause="time two full passes: DataLoader(dataset, batch_size, num_workers=0) and "
         "DataLoader(dataset, batch_size, num_workers=workers)",
+    )
+    sizes = seen["sizes"]
+    allowed = {batch_size, n % batch_size} - {0}
+    require(
+        bool(sizes) and set(sizes) <= allowed,
+        f"batch sizes the loaders of loader_speedup(dataset, {batch_size}, {workers}) asked for",
+        yours=sorted(set(sizes)),
+        expected=sorted(allowed),
+        cause="build both loaders with the batch size given: "
+        "DataLoader(dataset, batch_size=batch_size, num_workers=...)",
     )
     # On a busy machine the workers start slowly and even the reference falls short of `floor`.
     floor = min(floor, 0.75 * ref)

@@ -131,12 +131,14 @@ def _branch_inputs(hidden: bool) -> list[torch.Tensor]:
         torch.randn(64, generator=g) * 3,  # largest magnitude above 1: scaled
         torch.randn(64, generator=g) * 0.2,  # below 1: not scaled
         torch.zeros(8),  # 0: never divide
+        torch.linspace(-1.5, 1.25, 12),  # 1.5: scaled (a threshold above 1 misses it)
     ]
     if hidden:
         xs += [
             torch.randn(16, 8, generator=g, dtype=torch.float64) * 5,
             -torch.rand(32, generator=g) * 4 - 1,  # negative values dominate
             torch.tensor([0.25, -1.0, 0.5]),  # exactly 1: not scaled
+            torch.tensor([0.5, 1.001, -0.75]),  # just above 1: scaled
         ]
     return xs
 
@@ -366,17 +368,19 @@ def run_in_fresh_process(path: str | Path, batches: list[tuple], timeout_s: floa
 _SHAPE_REFUSED = re.compile(r"Guard failed|shape\[0\]|size\(\)\[0\]|to be equal to")
 
 
-def _probe_export(export_model, kind: str, device: str, seed: int) -> dict:
-    """Probe: export a model whose class no other process can import with the student's
-    function, then load the file in a fresh Python process started from here and run it on the
-    example batch (4) and on a batch of 7; hand back the call's outcome, the file's size and the
-    outputs (CPU tensors), or why loading failed, as text."""
-    model = make_export_model(kind, seed=seed).to(device)
+def _probe_export(export_model, kind: str, device: str, seed: int, training: bool = True) -> dict:
+    """Probe: export a model whose class no other process can import (in training mode, or in
+    eval mode without ``training``) with the student's function, then load the file in a fresh
+    Python process started from here and run it on the example batch (4) and on a batch of 7;
+    hand back the call's outcome, the model's mode after it, the file's size and the outputs
+    (CPU tensors), or why loading failed, as text."""
+    model = make_export_model(kind, seed=seed).to(device).train(training)
     example = export_inputs(kind, 4, seed=seed, device=device)
     other = export_inputs(kind, 7, seed=seed + 1, device=device)
     with tempfile.TemporaryDirectory(prefix="export-model-") as tmp:
         path = Path(tmp) / "model.pt2"
         seen: dict = {"record": attempt(export_model, model, example, str(path))}
+        seen["training_after"] = model.training
         if not seen["record"]["ok"]:
             return seen
         seen["size"] = path.stat().st_size if path.is_file() else None
@@ -389,8 +393,8 @@ def _probe_export(export_model, kind: str, device: str, seed: int) -> dict:
     return seen
 
 
-def _check_export(export_model, kind: str, device: str, seed: int) -> None:
-    seen = export_model.probe(_probe_export, kind, device, seed)
+def _check_export(export_model, kind: str, device: str, seed: int, training: bool = True) -> None:
+    seen = export_model.probe(_probe_export, kind, device, seed, training)
     try:
         call_student(Recorded("export_model", [((), {})], [seen["record"]]), name="export_model")
     except CheckFailed as exc:
@@ -415,6 +419,16 @@ def _check_export(export_model, kind: str, device: str, seed: int) -> None:
             "another process (or this one, for a local class) cannot find: use "
             "torch.export.export and torch.export.save",
         )
+    mode = "training" if training else "eval"
+    require(
+        seen["training_after"] is training,
+        f"export_model on a model in {mode} mode: the model's mode afterwards",
+        yours="training" if seen["training_after"] else "eval",
+        expected=mode,
+        cause="export in eval mode, then put the model back in the mode it was in: "
+        "was_training = model.training; model.eval(); ...; model.train(was_training) "
+        "(in a finally: block, so a failed export restores it too)",
+    )
     require(
         bool(seen.get("size")),
         "export_model must write the file at `path`",
@@ -481,9 +495,10 @@ def check_export_model(export_model) -> None:
 
 
 def check_export_model_hidden(export_model) -> None:
-    """A model with two inputs (features and a mask), both with a dynamic batch dimension."""
+    """A model with two inputs (features and a mask), both with a dynamic batch dimension,
+    given in eval mode (and left in it)."""
     export_model = student(export_model, "export_model")
-    _check_export(export_model, "two_inputs", "cpu", seed=1)
+    _check_export(export_model, "two_inputs", "cpu", seed=1, training=False)
     passed("export_model handles a model with two inputs")
 
 

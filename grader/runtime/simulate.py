@@ -415,7 +415,17 @@ class SimulatedCuda:
 
     def record_stream(self, tensor: torch.Tensor, stream) -> None:
         """``tensor.record_stream(stream)``: the tensor's block, once freed, is not reused before
-        the work queued on ``stream`` at that time completes."""
+        the work queued on ``stream`` at that time completes. A tensor that is not on the
+        simulated device raises as a CPU tensor does on a GPU machine (the operator has a CUDA
+        kernel only, checked on torch 2.11 and 2.14).
+
+        Raises:
+            NotImplementedError: ``tensor`` is a host tensor."""
+        if tensor not in self.on_device:
+            raise NotImplementedError(
+                "Could not run 'aten::record_stream' with arguments from the 'CPU' backend "
+                "(simulated GPU: record_stream is for device tensors; this one is on the host)"
+            )
         info = self.on_device.get(tensor)
         if info is not None and info.block is not None and hasattr(stream, "id"):
             if stream.id != info.block.stream:
