@@ -34,6 +34,7 @@ from torch.utils.data import DistributedSampler
 from grader.checks.common import (
     call_student,
     cuda_or_not_checked,
+    expect_raises,
     fail,
     not_attempted,
     passed,
@@ -42,7 +43,7 @@ from grader.checks.common import (
 from grader.runtime import handover
 from grader.runtime.course import reference
 from grader.runtime.distributed import RanksFailed, run_ranks, run_torchrun, spawn_script
-from grader.runtime.remote import Recorded, attempt_all, run, student
+from grader.runtime.remote import Recorded, attempt, attempt_all, outcome, run, student
 
 ASSIGNMENT = "07_multi_gpu"
 #: The test cells' checks run in the grading process under autograde (grader.grading.judge).
@@ -70,12 +71,14 @@ def _ranks_failed(what: str, text: str, label: str) -> None:
 
 # --------------------------------------------------------------------------- average_gradients
 class _WithUnused(nn.Module):
-    """An MLP plus a layer that forward never uses: its parameters get no gradient."""
+    """An MLP plus a layer that forward never uses: its parameters get no gradient. The unused
+    layer comes first in ``parameters()``, so a loop that stops at the first parameter without
+    a gradient averages nothing."""
 
     def __init__(self):
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 2))
         self.unused = nn.Linear(4, 4)
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 2))
 
     def forward(self, x):
         return self.body(x)
@@ -302,8 +305,9 @@ DDP_SETTINGS = {"epochs": 3, "batch_size": 4, "lr": 0.1}
 #: Samples in the data sets the checks train on (``ddp_data(seed, n)``): 2 ranks and batches of
 #: 4 divide neither, so ``DistributedSampler`` pads each epoch (45 -> 46, 43 -> 44) and every
 #: rank's last batch is short (3 and 2 samples): a sampler without its padding, a loader with
-#: ``drop_last=True`` or a hand-made shard train differently.
-CHECK_SAMPLES = {1: 45, 2: 43}
+#: ``drop_last=True`` or a hand-made shard train differently. Seed 3 is the one-rank run (21
+#: samples: a last batch of 1).
+CHECK_SAMPLES = {1: 45, 2: 43, 3: 21}
 
 
 def ddp_data(seed: int = 0, n: int = 48) -> tuple[torch.Tensor, torch.Tensor]:
@@ -428,8 +432,7 @@ _DDP_CAUSE = (
 )
 
 
-def _check_trained(script: str, launcher: str, seed: int) -> None:
-    world_size = 2
+def _check_trained(script: str, launcher: str, seed: int, world_size: int = 2) -> None:
     how = "mp.spawn" if launcher == "spawn" else "torchrun"
     x, y = ddp_data(seed, CHECK_SAMPLES[seed])
     seen = run(_probe_ddp_train, script, launcher, world_size, x, y, seed)
@@ -445,7 +448,7 @@ def _check_trained(script: str, launcher: str, seed: int) -> None:
         fail(
             what,
             yours=seen["failed"][-2000:],
-            expected="both ranks train and exit cleanly",
+            expected=f"{world_size} rank(s) train and exit cleanly",
             cause="read the rank's traceback above",
         )
     require(
@@ -506,9 +509,14 @@ def check_ddp_train(script: str = "ddp_script.py") -> None:
 
 
 def check_ddp_train_hidden(script: str = "ddp_script.py") -> None:
-    """Launch the script with ``torchrun`` (its ``__main__`` block) and compare again."""
+    """Launch the script with ``torchrun`` (its ``__main__`` block) and compare again; then
+    one rank alone (``world_size=1``, spawn), which must save its model too."""
     _check_trained(script, "torchrun", seed=2)
-    passed("ddp_train under torchrun trains exactly like one process on the same data")
+    _check_trained(script, "spawn", seed=3, world_size=1)
+    passed(
+        "ddp_train under torchrun trains exactly like one process on the same data, and alone "
+        "(world size 1) too"
+    )
 
 
 # --------------------------------------------------------------------------- split_model
@@ -962,9 +970,42 @@ def check_split_model(split_model) -> None:
     )
 
 
+def _probe_split_errors(split_model) -> list:
+    """Probe: the two calls the statement says raise ValueError (no device; fewer layers than
+    devices), as attempt records."""
+    return [
+        attempt(split_model, _test_model([8, 8], seed=0), []),
+        attempt(split_model, _test_model([8, 8, 8], seed=0, relu=False), ["cpu"] * 3),
+    ]
+
+
+def _check_split_errors(split_model) -> None:
+    no_device, too_few = split_model.probe(_probe_split_errors)
+    for record, call in (
+        (no_device, "split_model(<1 layer>, [])"),
+        (too_few, "split_model(<2 layers>, ['cpu', 'cpu', 'cpu'])"),
+    ):
+        expect_raises(
+            ValueError,
+            outcome,
+            record,
+            what=f"{call} must raise ValueError",
+            cause="every device needs a non-empty stage: raise ValueError when there is no "
+            "device or fewer layers than devices (as many layers as devices is fine: one each)",
+        )
+
+
 def check_split_model_hidden(split_model) -> None:
-    """More shapes: a trailing parameter-free layer, more devices, layers of equal size."""
+    """More shapes: a trailing parameter-free layer, more devices, layers of equal size, one
+    device, as many layers as devices, a first stage of one layer; ValueError without a device
+    or with fewer layers than devices."""
     split_model = student(split_model, "split_model")
+    _check_split_errors(split_model)
+    _check_virtual(split_model, [8, 16, 8], ["cuda:0"], seed=9)  # one device: one stage
+    # three layers on three devices: one each
+    _check_virtual(split_model, [8, 8, 8, 8], ["cuda:0", "cuda:1", "cuda:2"], seed=10, relu=False)
+    # the first layer alone outweighs the rest: the only best split cuts right after it
+    _check_virtual(split_model, [64, 64, 4, 4], ["cuda:0", "cuda:1"], seed=11, relu=False)
     _check_virtual(split_model, [8, 8, 8, 8, 8], ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], seed=3)
     model_sizes = [64, 4, 64, 4, 64]
     _check_virtual(split_model, model_sizes, ["cuda:1", "cuda:0"], seed=4)
