@@ -307,6 +307,20 @@ def _check_timeline(rank: int, events: list[dict], param_bytes: list[int], bucke
                 else "group several gradients into one flat buffer and all-reduce the "
                 "buffer once (one all-reduce per parameter pays the latency of each call)",
             )
+        packed = greedy_buckets(list(reversed(param_bytes)), bucket_bytes)
+        require(
+            sorted(sizes) == sorted(packed),
+            f"{where}: the buckets' sizes (bucket_bytes={bucket_bytes}; parameters of "
+            f"{param_bytes} bytes, in the order of module.parameters())",
+            yours=sizes,
+            expected=f"{packed} (in any order)",
+            cause="pack the buckets in reverse order of module.parameters(), the order backward "
+            "produces the gradients (last layer first): reversed(list(...)), filling each "
+            "bucket greedily"
+            if sorted(sizes) == sorted(greedy_buckets(param_bytes, bucket_bytes))
+            else "fill the buckets greedily in reverse order of module.parameters(): add a "
+            "gradient while the bucket stays <= bucket_bytes, else start a new bucket",
+        )
         grads = [i for i, e in enumerate(step_events) if e["kind"] == "grad"]
         late = [i for i, _ in reduces if i > end]
         require(
@@ -483,6 +497,8 @@ def check_bucketed_ddp_hidden(BucketedDDP) -> None:  # noqa: N803
     _check_bucketed(cls, [6, 16, 24, 8, 2], bucket_bytes=600, seed=1, world_size=3)
     _check_bucketed(cls, DDP_WIDTHS, bucket_bytes=656, seed=3, steps=1)
     _check_bucketed(cls, DDP_WIDTHS, bucket_bytes=10**6, seed=2, steps=1)
+    # packed from the last parameter: 872, 96, 1536, 448 bytes; from the first: 448, 1536, 896, 72
+    _check_bucketed(cls, [6, 16, 24, 8, 2], bucket_bytes=900, seed=4, steps=1)
     passed(
         "BucketedDDP averages over 3 ranks, fills a bucket to exactly bucket_bytes, handles "
         "parameters larger than a bucket and one bucket for all"
@@ -579,7 +595,7 @@ def _rank_sharded(rank, world_size, cls, optimizer_name, kwargs, widths, seed, x
     }
     # zero_grad must clear every parameter's gradient (every rank computed all of them), in
     # both of its modes; what is left in .grad after it is handed back.
-    not_cleared = {}
+    not_cleared, wrong_mode = {}, {}
     for label, kwargs in (
         ("zero_grad()", {}),
         ("zero_grad(set_to_none=False)", {"set_to_none": False}),
@@ -591,7 +607,13 @@ def _rank_sharded(rank, world_size, cls, optimizer_name, kwargs, widths, seed, x
             for n, p in model.named_parameters()
             if p.grad is not None and bool(p.grad.ne(0).any())
         ]
+        # set_to_none=True (the default) leaves None; set_to_none=False zero tensors
+        to_none = kwargs.get("set_to_none", True)
+        wrong_mode[label] = [
+            n for n, p in model.named_parameters() if (p.grad is None) is not to_none
+        ]
     result["not_cleared"] = not_cleared
+    result["wrong_mode"] = wrong_mode
     result["n_params"] = len(list(model.parameters()))
     return result
 
@@ -708,7 +730,8 @@ def _check_sharded(cls, optimizer_name, kwargs, widths, seed, world_size=2, back
                 "following a backward that gave every parameter a gradient",
                 yours=f"{len(names)} of {result['n_params']} parameters still hold a "
                 f"nonzero .grad: {', '.join(names[:6])}{', ...' if len(names) > 6 else ''}",
-                expected="no gradient left: every parameter's .grad None (or all zeros)",
+                expected="no gradient left: every parameter's .grad None (zero_grad()) or all "
+                "zeros (zero_grad(set_to_none=False))",
                 cause="clear the gradients of all the parameters, not only this rank's shard: "
                 "the inner optimizer's zero_grad knows only the parameters it was built on, but "
                 "every rank's backward computes the gradient of every parameter, and what is "
@@ -716,6 +739,18 @@ def _check_sharded(cls, optimizer_name, kwargs, widths, seed, world_size=2, back
                 if len(names) < result["n_params"]
                 else "zero_grad must clear every parameter's .grad: set it to None, or with "
                 "set_to_none=False zero it in place (p.grad.zero_())",
+            )
+        for call, names in result["wrong_mode"].items():
+            to_none = call == "zero_grad()"
+            require(
+                not names,
+                f"{what}: rank {rank}: the gradients after ShardedOptimizer.{call}",
+                yours=f"{len(names)} of {result['n_params']} parameters' .grad "
+                + ("zero tensors" if to_none else "set to None"),
+                expected="every .grad None" if to_none else "every .grad a tensor of zeros",
+                cause="follow set_to_none as torch.optim does: zero_grad() (set_to_none=True) "
+                "sets each .grad to None, zero_grad(set_to_none=False) zeroes it in place "
+                "(p.grad.zero_())",
             )
 
 
@@ -952,7 +987,7 @@ _BYTE_UNITS = {"GB": 1e9, "GiB": 2**30, "MB": 1e6, "MiB": 2**20}
 def _check_zero_memory(zero_memory_bytes, cases) -> None:
     ref = reference(ASSIGNMENT).zero_memory_bytes
     calls = [((n, ws, stage), {}) for n, ws, stage in cases]
-    bad = [((10, 2, 4), {}), ((10, 2, -1), {})]
+    bad = [((10, 2, 4), {}), ((10, 2, -1), {}), ((10, 0, 0), {}), ((10, -2, 1), {})]
     records = zero_memory_bytes.probe(attempt_all, calls + bad)
     answers = Recorded("zero_memory_bytes", calls + bad, records)
     for (n, ws, stage), (args, _) in zip(cases, calls):
@@ -1006,8 +1041,9 @@ def _check_zero_memory(zero_memory_bytes, cases) -> None:
         fail(
             f"zero_memory_bytes{args}",
             yours="no ValueError",
-            expected="ValueError (ZeRO has stages 0, 1, 2 and 3)",
-            cause="raise ValueError for a stage outside 0..3",
+            expected="ValueError (ZeRO has stages 0, 1, 2 and 3, and at least one rank)",
+            cause="raise ValueError for a stage outside 0..3 and for a world size below 1 "
+            "(stage 0 divides nothing, so it must be checked, not left to a ZeroDivisionError)",
         )
 
 

@@ -38,4 +38,7 @@ class ShardedOptimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad.detach_().zero_()

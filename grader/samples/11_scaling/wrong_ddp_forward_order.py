@@ -1,7 +1,10 @@
-"""A correct BucketedDDP written differently: buckets packed in forward order of the
-parameters, gradients divided before the all-reduce, a set of missing parameters per bucket
-instead of a counter, and the buffers copied back with torch's flatten helpers."""
+"""BucketedDDP packs its buckets in forward order of the parameters, not in reverse as the
+statement asks (the order backward produces the gradients): the bucket boundaries differ (with
+bucket_bytes=900 on the hidden check's model: 448, 1536, 896 and 72 bytes instead of 872, 96, 1536
+and 448). Otherwise right: divided before the all-reduce, a set of missing parameters per
+bucket, torch's flatten helpers."""
 
+# fails: test_bucketed_ddp
 # %% bucketed_ddp
 import torch.distributed as dist
 from torch import nn
