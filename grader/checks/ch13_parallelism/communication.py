@@ -239,6 +239,10 @@ def _mfu_cases(hidden: bool) -> list[tuple]:
         else [
             (238_300.0 / 6144, 8_000_000_000, 32, 2048, 4096, 275e12),
             (5.5e5, 350_000_000, 24, 2048, 1024, 312e12),
+            # half a token per second (a 70B model on one GPU), then the first visible model's
+            # rates scaled by 1e-15 (a peak below 1 FLOP/s): any positive rates are valid
+            (0.5, 70_000_000_000, 80, 4096, 8192, 989e12),
+            (4.0e4 * 1e-15, 124_000_000, 12, 1024, 768, 989e12 * 1e-15),
         ]
     )
     modes = [(False, False), (False, True), (True, False), (True, True)]
@@ -334,7 +338,8 @@ def check_mfu(mfu) -> None:
 
 
 def check_mfu_hidden(mfu) -> None:
-    """The same on two other models (8 cases)."""
+    """The same on two other models, half a token per second, and rates scaled by 1e-15 (16
+    cases)."""
     mfu = student(mfu, "mfu")
     _check_mfu(mfu, _mfu_cases(hidden=True))
     passed("mfu agrees on two more models")

@@ -545,6 +545,11 @@ def _measured_cases_hidden() -> dict:
     cases.update(_edge_cases())
     cases["an ideal 1f1b schedule, p=3, m=5"] = schedule_timeline(3, 5, 0.003, 0.005, "1f1b")
     cases["an ideal gpipe schedule, p=8, m=2"] = schedule_timeline(8, 2, 0.002, 0.002, "gpipe")
+    # times relative to a mark taken mid-run (perf_counter() - t0): negative before it
+    early = schedule_timeline(2, 4, 0.001, 0.002, "1f1b")
+    cases["an ideal 1f1b schedule, p=2, m=4, its clock starting at -0.005 s"] = {
+        rank: [(start - 0.005, end - 0.005) for start, end in ivs] for rank, ivs in early.items()
+    }
     return cases
 
 
