@@ -494,7 +494,7 @@ SIM_FP64_TFLOPS = 82.6 / 64
 #: in the same process (:data:`CPU_ROUNDS` alternating rounds, each side's best): the
 #: function's CPU path must run and time the matmul as well.
 CPU_CASE = (256, torch.bfloat16)
-CPU_ROUNDS = 3
+CPU_ROUNDS = 5
 #: How far the CPU figure may be from the reference's: wide, for a machine shared with other
 #: work; a wrong timing (total of the repeats, seconds added instead of subtracted) or a
 #: wrong unit is off by 10x or more.
