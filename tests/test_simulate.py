@@ -463,3 +463,13 @@ def test_a_matmul_of_two_dtypes_is_refused_as_on_a_gpu():
         with pytest.raises(RuntimeError, match="same dtype"):
             a @ b
         assert (a @ b.to(torch.bfloat16)).shape == (8, 8)
+
+
+def test_record_stream_of_a_host_tensor_is_refused_as_on_a_gpu():
+    """aten::record_stream has a CUDA kernel only: a CPU tensor raises NotImplementedError."""
+    with simulated_cuda(kernels=True, virtual_time=True):
+        side = torch.cuda.Stream()
+        on_device = torch.ones(4).to("cuda")
+        on_device.record_stream(side)
+        with pytest.raises(NotImplementedError, match="'CPU' backend"):
+            torch.ones(4).record_stream(side)
