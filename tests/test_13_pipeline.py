@@ -72,6 +72,7 @@ CAUSES = [
     ("wrong_measured_union_keeps_last_end", "measured_bubble", "furthest end so far"),
     ("wrong_measured_no_value_error", "measured_bubble", "raise ValueError"),
     ("wrong_measured_span_from_zero", "measured_bubble", "as if the run started at time 0"),
+    ("wrong_measured_union_from_time_zero", "measured_bubble", "starts from time 0"),
     ("wrong_measured_assumes_ranks_0_to_n", "measured_bubble", "not range(len(timelines))"),
 ]
 

@@ -381,6 +381,19 @@ def _span_from_zero(tl):
     )
 
 
+def _union_from_zero(intervals) -> float:
+    busy, end = 0.0, 0.0  # the mistake: the union starts at time 0, not at -inf
+    for s, e in sorted(intervals):
+        if e > end:
+            busy += e - max(s, end)
+            end = e
+    return busy
+
+
+def _merges_from_zero(tl):
+    return 1 - sum(_union_from_zero(iv) for iv in tl.values()) / (len(tl) * _span(tl))
+
+
 def _rank0_global_span(tl):
     return 1 - _union(tl[min(tl)]) / _span(tl)
 
@@ -407,6 +420,12 @@ _MEASURED_MISTAKES = [
         "your union keeps the end of the last interval seen; keep the furthest end so far "
         "(max of the ends): after an interval inside another, the next one overlaps the outer "
         "interval, not the inner one",
+    ),
+    (
+        _merges_from_zero,
+        "your union of a rank's intervals starts from time 0 (covered = 0.0): work before 0 "
+        "is not counted. Recorded times have any origin and may be negative (relative to a "
+        "mark taken mid-run): start the union at float('-inf'), or at the first interval",
     ),
     (
         _span_from_zero,
@@ -532,6 +551,11 @@ def _measured_cases() -> dict:
     cases["an ideal 1f1b schedule, p=2, m=4, its clock starting at 2.5 s"] = {
         rank: [(start + 2.5, end + 2.5) for start, end in ivs] for rank, ivs in shifted.items()
     }
+    # times relative to a mark taken mid-run (perf_counter() - t0): negative before it
+    early = schedule_timeline(2, 4, 0.001, 0.002, "1f1b")
+    cases["an ideal 1f1b schedule, p=2, m=4, its clock starting at -0.005 s"] = {
+        rank: [(start - 0.005, end - 0.005) for start, end in ivs] for rank, ivs in early.items()
+    }
     cases["two intervals inside a third"] = {
         0: [(0.0, 1.0), (0.2, 0.4), (0.6, 0.8)],
         1: [(0.5, 1.5)],
@@ -545,18 +569,14 @@ def _measured_cases_hidden() -> dict:
     cases.update(_edge_cases())
     cases["an ideal 1f1b schedule, p=3, m=5"] = schedule_timeline(3, 5, 0.003, 0.005, "1f1b")
     cases["an ideal gpipe schedule, p=8, m=2"] = schedule_timeline(8, 2, 0.002, 0.002, "gpipe")
-    # times relative to a mark taken mid-run (perf_counter() - t0): negative before it
-    early = schedule_timeline(2, 4, 0.001, 0.002, "1f1b")
-    cases["an ideal 1f1b schedule, p=2, m=4, its clock starting at -0.005 s"] = {
-        rank: [(start - 0.005, end - 0.005) for start, end in ivs] for rank, ivs in early.items()
-    }
     return cases
 
 
 def check_measured_bubble(measured_bubble) -> None:
     """Compare with the bubble fraction of timelines recorded from real 2-rank pipelining runs,
-    of ideal GPipe and 1F1B schedules (where it equals (p-1)/(m+p-1)), of a timeline whose
-    intervals overlap slightly and of one with two intervals inside a third.
+    of ideal GPipe and 1F1B schedules (where it equals (p-1)/(m+p-1)), two of them on clocks
+    that start at 2.5 s and at -0.005 s, of a timeline whose intervals overlap slightly and of
+    one with two intervals inside a third.
 
     Raises:
         CheckFailed: a value differs (the message names the mistake it matches).
