@@ -322,7 +322,12 @@ def test_h2d_pageable_bound_follows_the_recorded_figures():
         ("check_peak_memory_bytes", "wrong_peak_returns_mib", "peak_memory_bytes", "return bytes"),
         ("check_h2d_bandwidth", "wrong_h2d_bits", "h2d_bandwidth", "gigabits"),
         ("check_h2d_bandwidth", "wrong_h2d_float32_elements", "h2d_bandwidth", "dtype=torch.uint8"),
-        ("check_h2d_bandwidth", "wrong_h2d_float32_device_buffer", "h2d_bandwidth", "pageable rate"),
+        (
+            "check_h2d_bandwidth",
+            "wrong_h2d_float32_device_buffer",
+            "h2d_bandwidth",
+            "pageable rate",
+        ),
         ("check_h2d_bandwidth", "wrong_h2d_gib", "h2d_bandwidth", "not GiB/s"),
         ("check_h2d_bandwidth", "wrong_h2d_no_warmup", "h2d_bandwidth", "warm up first"),
     ],
