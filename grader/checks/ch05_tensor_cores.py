@@ -624,6 +624,17 @@ def check_matmul_tflops(matmul_tflops) -> None:
     )
 
 
+def _require_positive_tflops(value, label: str, cause: str) -> None:
+    """A timing's figure must be a finite positive float (TFLOP/s)."""
+    require(
+        isinstance(value, float) and math.isfinite(value) and value > 0,
+        f"{label} must return a positive float",
+        yours=repr(value),
+        expected="a float (TFLOP/s)",
+        cause=cause,
+    )
+
+
 def _cpu_tflops(matmul_tflops) -> tuple[float, float]:
     """On a machine without a GPU: the student's figure for :data:`CPU_CASE` (their process)
     and the reference's (here), best of :data:`CPU_ROUNDS` alternating rounds each.
@@ -640,12 +651,10 @@ def _cpu_tflops(matmul_tflops) -> tuple[float, float]:
         value = _replay(
             "matmul_tflops", matmul_tflops.probe(_probe_matmul_tflops, [CPU_CASE])[0], label
         )
-        require(
-            isinstance(value, float) and math.isfinite(value) and value > 0,
-            f"{label} must return a positive float",
-            yours=repr(value),
-            expected="a float (TFLOP/s)",
-            cause="without a GPU, time the matmul on the CPU (time.perf_counter() around each call)",
+        _require_positive_tflops(
+            value,
+            label,
+            "without a GPU, time the matmul on the CPU (time.perf_counter() around each call)",
         )
         seen.append(value)
         ref_seen.append(ref(n, dtype))
@@ -692,14 +701,9 @@ def check_matmul_tflops_cuda(matmul_tflops) -> None:
     for _ in range(CUDA_ROUNDS):
         records = matmul_tflops.probe(_probe_matmul_tflops, cases)
         for i, ((n, dtype), record) in enumerate(zip(cases, records)):
-            value = _replay("matmul_tflops", record, f"matmul_tflops({n}, {dtype})")
-            require(
-                isinstance(value, float) and math.isfinite(value) and value > 0,
-                f"matmul_tflops({n}, {dtype}) must return a positive float",
-                yours=repr(value),
-                expected="a float (TFLOP/s)",
-                cause="return 2 * n**3 / seconds / 1e12 as a float",
-            )
+            label = f"matmul_tflops({n}, {dtype})"
+            value = _replay("matmul_tflops", record, label)
+            _require_positive_tflops(value, label, "return 2 * n**3 / seconds / 1e12 as a float")
             seen[i].append(value)
         ref_rounds.append(ref(*cases[0]))
     mine, aligned, misaligned = (max(values) for values in seen)
