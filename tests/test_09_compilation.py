@@ -4,6 +4,7 @@ fresh process, compile speed-ups compared with the reference in the same run."""
 
 import inspect
 import pickle
+import time
 
 import pytest
 import torch
@@ -226,3 +227,20 @@ def test_the_throughput_ratio_agrees_with_the_reference_where_nothing_is_asynchr
         if throughput > 1.0 and ref / 3 <= throughput <= 3 * ref:
             return
     raise AssertionError(f"throughput vs per-call speed-ups: {tries}")
+
+
+def test_the_virtual_clock_counts_only_the_answers_own_thread():
+    """A kernel's heartbeat and I/O threads read time's clocks while the scripted probe runs:
+    they get the real clocks and are not counted, so an answer that times with another clock
+    (torch.utils.benchmark) is left to the real timings, as the check says."""
+    import threading
+
+    def answer(fn, *args):
+        reader = threading.Thread(target=lambda: (time.monotonic(), time.perf_counter()))
+        reader.start()
+        reader.join()
+        return 2.0
+
+    seen = checks._probe_compile_speedup_scripted(answer)
+    assert seen["reads"] == 0
+    assert seen["record"]["value"] == 2.0

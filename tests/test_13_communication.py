@@ -92,6 +92,7 @@ CAUSES = [
     ("wrong_mfu_percent", "mfu", "percentage"),
     ("wrong_mfu_peak_in_tflops", "mfu", "not TFLOP/s"),
     ("wrong_mfu_no_value_error", "mfu", "raise ValueError"),
+    ("wrong_mfu_int_validation", "mfu", "below 1 too"),
 ]
 
 

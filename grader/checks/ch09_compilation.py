@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -713,22 +714,30 @@ _CLOCKS = ("perf_counter", "monotonic", "time", "process_time")
 
 class _VirtualClock:
     """A clock that moves only when a scripted call says so (ns), read through ``time``'s
-    functions; counts its readings."""
+    functions by the thread that made it; counts those readings. Other threads (a kernel's
+    heartbeat and I/O threads) keep reading the real clocks and are not counted: a reading of
+    theirs would make an answer that times with another clock (``torch.utils.benchmark``
+    captures ``time.perf_counter`` at import) look as if it read this one."""
 
     def __init__(self) -> None:
         self.ns = 10**12
         self.reads = 0
+        self.thread = threading.get_ident()
 
     def advance(self, ms: float) -> None:
         self.ns += round(ms * 1e6)
 
-    def seconds(self) -> float:
-        self.reads += 1
-        return self.ns / 1e9
+    def reader(self, real, nanoseconds: bool):
+        """A stand-in for the ``time`` function ``real``: this clock in the owning thread,
+        ``real`` elsewhere."""
 
-    def nanoseconds(self) -> int:
-        self.reads += 1
-        return self.ns
+        def read():
+            if threading.get_ident() != self.thread:
+                return real()
+            self.reads += 1
+            return self.ns if nanoseconds else self.ns / 1e9
+
+        return read
 
 
 def _probe_compile_speedup_scripted(compile_speedup) -> dict:
@@ -773,8 +782,9 @@ def _probe_compile_speedup_scripted(compile_speedup) -> dict:
 
     patches = [mock.patch.object(torch, "compile", fake_compile)]
     for name in _CLOCKS:
-        patches.append(mock.patch.object(time, name, clock.seconds))
-        patches.append(mock.patch.object(time, f"{name}_ns", clock.nanoseconds))
+        patches.append(mock.patch.object(time, name, clock.reader(getattr(time, name), False)))
+        ns_name = f"{name}_ns"
+        patches.append(mock.patch.object(time, ns_name, clock.reader(getattr(time, ns_name), True)))
     x = torch.ones(8)
     with contextlib.ExitStack() as stack:
         for patch in patches:

@@ -310,7 +310,16 @@ def _check_mfu(mfu, cases) -> None:
     for (args, kwargs), case in zip(calls, cases):
         want = ref(*args, **kwargs)
         what = f"mfu{args} with hardware={kwargs['hardware']}, recompute={kwargs['recompute']}"
-        got = call_student(answers, *args, name="mfu", **kwargs)
+        try:
+            got = call_student(answers, *args, name="mfu", **kwargs)
+        except CheckFailed as exc:
+            if "ValueError" not in str(exc):
+                raise
+            raise CheckFailed(
+                f"{exc}\n  Likely cause: {what}: every positive tokens_per_s and peak_flops is "
+                "valid, below 1 too (half a token per second; rates in other units): refuse "
+                "only values <= 0"
+            ) from exc.__cause__
         if not _close(got, want):
             wrong.append((what, got, want, _mfu_causes(*case, want)))
     if wrong:
