@@ -11,8 +11,11 @@ to the released ones are the course's own) and lists each construct that can do 
   ``torch.testing``, ``builtins``, ``sys``, ``unittest``, ``numpy.testing``, ``nbgrader``,
   through any import alias;
 * imports of ``builtins``, ``ctypes``, ``gc``, ``importlib``, ``marshal``, ``sqlite3``,
-  ``unittest.mock``, ``nbgrader`` and the grading modules of ``grader`` (``course``,
-  ``guard``, ``sandbox``, ``execute``, ``scan``, ``grading``, ``pipeline``, ``samples``);
+  ``unittest.mock``, ``nbgrader``, and of **any** module of the course's own package
+  (``grader``: its checks, which compute expected values, its runtime and grading modules)
+  except the names the assignment's own notebook imports in its cells
+  (:func:`course_imports`, read from ``solutions/``; so the list follows the package and
+  cannot go stale);
 * calls that act on names or code given at run time: ``exec``, ``eval``, ``compile``,
   ``__import__``, ``setattr``, ``delattr``, ``globals``, ``vars``;
 * introspection that reaches other code's internals: ``__code__``, ``__globals__``,
@@ -29,6 +32,7 @@ and every sample answer produce none (``tests/test_grading.py``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +48,7 @@ PROTECTED_MODULES = (
     "numpy.testing",
     "nbgrader",
 )
+#: Modules outside the course whose import in a student's cell is worth a look.
 RISKY_IMPORTS = (
     "builtins",
     "ctypes",
@@ -54,11 +59,11 @@ RISKY_IMPORTS = (
     "unittest.mock",
     "mock",
     "nbgrader",
-    *(
-        f"grader.{m}"
-        for m in ("course", "guard", "sandbox", "execute", "scan", "grading", "pipeline", "samples")
-    ),
 )
+#: The course's own package: importing anything of it from a student's cell is worth a look
+#: (its checks compute expected values, its grading modules hold the instructor's paths),
+#: except the names the assignment's own notebook imports in its cells (:func:`course_imports`).
+COURSE_PACKAGE = "grader"
 RISKY_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "globals", "vars"}
 RISKY_ATTRIBUTES = {
     "__code__",
@@ -112,6 +117,64 @@ def _risky_import(module: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in RISKY_IMPORTS)
 
 
+def course_modules() -> list[str]:
+    """Every module of the course's package (``grader`` and all its submodules), found by
+    walking the package on disk, so that no list of names can go stale."""
+    import pkgutil
+
+    import grader
+
+    names = [COURSE_PACKAGE]
+    for info in pkgutil.walk_packages(grader.__path__, prefix=f"{COURSE_PACKAGE}."):
+        names.append(info.name)
+    return sorted(names)
+
+
+def _is_course_module(module: str) -> bool:
+    return module == COURSE_PACKAGE or module.startswith(COURSE_PACKAGE + ".")
+
+
+def _imports_of(source: str) -> set[tuple[str, str]]:
+    """``(module, name)`` for each ``from module import name`` of ``source`` and
+    ``(module, "")`` for each ``import module`` (its parents included)."""
+    try:
+        tree = ast.parse(_python_source(source))
+    except SyntaxError:
+        return set()
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                found |= {(".".join(parts[: i + 1]), "") for i in range(len(parts))}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {(node.module, alias.name) for alias in node.names}
+    return found
+
+
+def course_imports(assignment: str) -> frozenset[tuple[str, str]]:
+    """What the assignment's own notebook (``solutions/``: its given code, demos and reference
+    answers; not its test cells, which nbgrader restores) imports from the course's package:
+    the only imports of ``grader`` a student's cell makes without being flagged."""
+    return _course_imports(assignment)
+
+
+@functools.cache
+def _course_imports(assignment: str) -> frozenset[tuple[str, str]]:
+    nb = course.read(course.source_path(assignment))
+    found: set[tuple[str, str]] = set()
+    for cell in nb.cells:
+        meta = course.nbgrader_meta(cell)
+        if cell.cell_type != "code" or (meta.get("grade") and not meta.get("solution")):
+            continue
+        found |= {i for i in _imports_of(cell.source) if _is_course_module(i[0])}
+    return frozenset(found)
+
+
+def _course_import_allowed(module: str, name: str, allowed: frozenset) -> bool:
+    return (module, name) in allowed or (not name and any(m == module for m, _ in allowed))
+
+
 def _dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for an attribute chain rooted at a name, else None."""
     parts = []
@@ -136,8 +199,15 @@ def _python_source(source: str) -> str:
 
 
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, cell: str, source_lines: list[str], aliases: dict[str, str]):
+    def __init__(
+        self,
+        cell: str,
+        source_lines: list[str],
+        aliases: dict[str, str],
+        allowed: frozenset[tuple[str, str]] = frozenset(),
+    ):
         self.cell, self.lines, self.aliases = cell, source_lines, aliases
+        self.allowed = allowed
         self.found: list[Finding] = []
 
     def add(self, node: ast.AST, rule: str) -> None:
@@ -160,7 +230,10 @@ class _Visitor(ast.NodeVisitor):
             self.aliases[(alias.asname or alias.name).split(".")[0]] = (
                 alias.name if alias.asname else alias.name.split(".")[0]
             )
-            if _risky_import(alias.name):
+            if _risky_import(alias.name) or (
+                _is_course_module(alias.name)
+                and not _course_import_allowed(alias.name, "", self.allowed)
+            ):
                 self.add(node, f"imports {alias.name}")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -168,7 +241,10 @@ class _Visitor(ast.NodeVisitor):
         for alias in node.names:
             full = f"{module}.{alias.name}"
             self.aliases[alias.asname or alias.name] = full
-            if _risky_import(module) or _risky_import(full):
+            course_import = _is_course_module(module) and not _course_import_allowed(
+                module, alias.name, self.allowed
+            )
+            if _risky_import(module) or _risky_import(full) or course_import:
                 self.add(node, f"imports {full}")
 
     # assignments to protected modules --------------------------------------------------
@@ -263,20 +339,23 @@ def scan_notebook(nb, assignment: str, release: Path | None = None) -> list[Find
     against the student copy at ``release`` (:func:`student_cells`)."""
     aliases: dict[str, str] = {}
     found: list[Finding] = []
+    allowed = course_imports(assignment)
     for label, source in student_cells(nb, assignment, release):
         text = _python_source(source)
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue  # a cell that does not parse does not run either
-        visitor = _Visitor(label, text.splitlines(), aliases)
+        visitor = _Visitor(label, text.splitlines(), aliases, allowed)
         visitor.visit(tree)
         found.extend(visitor.found)
     return found
 
 
-def scan_source(source: str, label: str = "code") -> list[Finding]:
-    """Findings in one piece of Python source (for tests and sample files)."""
-    visitor = _Visitor(label, _python_source(source).splitlines(), {})
+def scan_source(source: str, label: str = "code", assignment: str = "") -> list[Finding]:
+    """Findings in one piece of Python source (for tests and sample files); with an
+    ``assignment``, its notebook's own imports of the course are not findings."""
+    allowed = course_imports(assignment) if assignment else frozenset()
+    visitor = _Visitor(label, _python_source(source).splitlines(), {}, allowed)
     visitor.visit(ast.parse(_python_source(source)))
     return visitor.found
