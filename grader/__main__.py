@@ -75,6 +75,8 @@ def _grading_options(args) -> grading.GradingOptions:
         cell_timeout=args.cell_timeout,
         notebook_timeout=args.notebook_timeout,
         memory_gb=args.memory_gb,
+        disk_gb=getattr(args, "disk_gb", None),
+        processes=getattr(args, "processes", None),
         isolate=not args.no_sandbox,
         regrade=args.regrade,
         cpu_ok=args.cpu_ok,
@@ -113,7 +115,8 @@ def _cmd_autograde(args) -> int:
         )
     print(
         f"Grading {options.jobs} submission(s) at a time; cells stop after {options.cell_timeout} s, "
-        f"notebooks after {options.notebook_timeout} s, kernels at {options.memory_gb:g} GB. "
+        f"notebooks after {options.notebook_timeout} s, kernels at {options.memory_gb:g} GB of "
+        f"memory, {options.disk_gb:g} GB of disk and {options.processes} processes and threads. "
         f"Kernels: {sandbox.isolation_label(options.isolate)}."
     )
     engine = None
@@ -329,6 +332,18 @@ def _add_grading_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="memory limit per kernel, GB (default: 80%% of the machine's memory split between jobs, at most 16)",
+    )
+    p.add_argument(
+        "--disk-gb",
+        type=float,
+        default=None,
+        help="disk quota per kernel, GB: its folder, home, /tmp and /dev/shm in all (default 4)",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="processes and threads per kernel at once, where the machine enforces it (default 1024)",
     )
     p.add_argument(
         "--no-sandbox",

@@ -19,6 +19,11 @@ nbgrader's behaviour for ordinary cells (an error or a timeout scores that cell 
 * **a memory watchdog** (:attr:`CourseExecute.memory_bytes`): the kernel's process tree is
   killed when its resident memory exceeds the limit (on the CPU the sandbox's address-space
   limit usually turns a runaway allocation into a ``MemoryError`` first);
+* **a disk watchdog** (:attr:`CourseExecute.disk_bytes`): the kernel's process tree is killed
+  when what it has written (its folders, :attr:`CourseExecute.disk_paths`, and the sandbox's
+  private ``/tmp`` and ``/dev/shm``: :mod:`grader.grading.quota`) grows past the quota, or
+  past :attr:`CourseExecute.disk_entries` files; what it added to the notebook's folder is
+  removed, so the next kernel starts within the quota;
 * **test cells judged in the grading process** (:attr:`CourseExecute.judge_tests`, on by
   default): a test cell is not run in the student's kernel; :func:`grader.grading.judge.judge_cell`
   runs its checks here and reaches the student's functions through :class:`KernelChannel`,
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import signal
 import threading
@@ -56,7 +62,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, List, Unicode
 
 from grader.checks.common import CUDA_SUFFIX
-from grader.grading import judge
+from grader.grading import judge, quota
 from grader.grading.sandbox import SandboxKernelManager
 from grader.runtime import remote
 
@@ -204,6 +210,18 @@ class CourseExecute(Execute):
     output_bytes = Integer(
         2 * 1024**2, help="Outputs kept per cell, bytes (0: no cap); the rest is dropped"
     ).tag(config=True)
+    disk_bytes = Integer(
+        0, help="Kill the kernel when it has written more than this, bytes (0: off)"
+    ).tag(config=True)
+    disk_paths = List(
+        Unicode(), help="The kernel's writable folders, measured against disk_bytes"
+    ).tag(config=True)
+    executed_log = Unicode(
+        "", help="JSON file to write the ids of the executions that completed to (the audit check)"
+    ).tag(config=True)
+    disk_entries = Integer(
+        200_000, help="Kill the kernel when it has made more files than this (with disk_bytes)"
+    ).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
@@ -224,6 +242,8 @@ class CourseExecute(Execute):
                 f"ran out of its memory limit ({self.memory_bytes / 1e9:g} GB): the kernel used "
                 "more and was stopped"
             )
+        if self._killed_for_disk:
+            return self._killed_for_disk
         if code is None:
             return "the kernel stopped responding and was killed"
         if code > 128 and code - 128 in {s.value for s in signal.Signals}:
@@ -295,6 +315,8 @@ class CourseExecute(Execute):
         student's display update can do to a judged test cell."""
         content = msg.get("content") or {}
         msg_type = msg.get("msg_type")
+        if msg_type == "status" and content.get("execution_state") == "idle":
+            self._executed.append(str((msg.get("parent_header") or {}).get("msg_id")))
         if msg_type in ("stream", "display_data", "execute_result", "update_display_data"):
             request = cell.metadata.get("grader_request")
             if request:
@@ -439,20 +461,84 @@ class CourseExecute(Execute):
             )
 
     # ------------------------------------------------------------------ watchdog
-    def _watch_memory(self, stop: threading.Event) -> None:
+    def _kernel_tree(self) -> list[psutil.Process]:
+        """The kernel's processes, the launcher first ([] when there is none)."""
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        if process is None:
+            return []
+        try:
+            root = psutil.Process(process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def _watch(self, stop: threading.Event) -> None:
+        """Every 0.5 s: the memory limit; every second: the disk quota."""
+        tick = 0
         while not stop.wait(0.5):
-            process = getattr(getattr(self.km, "provisioner", None), "process", None)
-            if process is None:
+            tick += 1
+            tree = self._kernel_tree()
+            if not tree:
                 continue
-            try:
-                root = psutil.Process(process.pid)
-                tree = [root, *root.children(recursive=True)]
-                rss = sum(_unique_memory(p) for p in tree)
-            except psutil.Error:
-                continue
-            if rss > self.memory_bytes:
-                self._killed_for_memory.set()
-                kill_processes(tree[::-1])
+            if self.memory_bytes:
+                try:
+                    rss = sum(_unique_memory(p) for p in tree)
+                except psutil.Error:
+                    rss = 0
+                if rss > self.memory_bytes:
+                    self._killed_for_memory.set()
+                    kill_processes(tree[::-1])
+                    continue
+            if self.disk_bytes and tick % 2 == 0:
+                self._check_disk(tree)
+
+    def _disk_used(self, tree: list[psutil.Process]) -> quota.DiskUse:
+        found = quota.disk_usage(self.disk_paths, entries_limit=self.disk_entries + 1)
+        return found + quota.sandbox_tmpfs_usage(p.pid for p in tree[1:])
+
+    def _check_disk(self, tree: list[psutil.Process]) -> None:
+        """Stop the kernel past its disk quota (see the module docstring)."""
+        used = self._disk_used(tree)
+        grown = used.bytes - self._disk_base.bytes
+        if grown <= self.disk_bytes and used.complete and used.entries <= self.disk_entries:
+            return
+        if grown > self.disk_bytes:
+            why = (
+                f"wrote more than its {self.disk_bytes / 1e9:g} GB disk quota (its folder, home, "
+                f"/tmp and /dev/shm in all: {grown / 1e9:.2f} GB)"
+            )
+        else:
+            why = f"created more than {self.disk_entries} files (its disk quota)"
+        self._killed_for_disk = f"{why}: the kernel was stopped and what it wrote removed"
+        kill_processes(tree[::-1], wait_s=5)
+        self._remove_written()
+
+    def _remove_written(self) -> None:
+        """Remove what the kernel added to the notebook's folder since grading began (its home
+        is made anew at the next start; its /tmp and /dev/shm ended with it)."""
+        import shutil
+
+        for folder, names in self._disk_listing.items():
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(folder):
+                    if entry.name in names:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.unlink(entry.path)
+
+    def _disk_baseline(self) -> None:
+        """What the kernel's folders hold before the first cell (the warm caches of its home,
+        the notebook): the quota counts what grows beyond it."""
+        if not self.disk_bytes or self._disk_base is not None:
+            return
+        self._disk_base = quota.disk_usage(self.disk_paths, entries_limit=10**7)
+        self._disk_listing = {}
+        for folder in self.disk_paths[:1]:  # the notebook's folder (the home is made anew)
+            with contextlib.suppress(OSError):
+                self._disk_listing[folder] = set(os.listdir(folder))
 
     # ------------------------------------------------------------------ execution
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -488,16 +574,22 @@ class CourseExecute(Execute):
         self._output_told: dict[int, bool] = {}
         self._skip_set = set(self.skip_sources)
         self._killed_for_memory = threading.Event()
+        self._killed_for_disk = ""
+        self._executed: list[str] = []
+        self._disk_base: quota.DiskUse | None = None
+        self._disk_listing: dict[str, set[str]] = {}
         self._started, self._waited = time.monotonic(), 0.0
         index, restarts = 0, 0
         cells = self.nb.cells
         while index < len(cells):
             stop = threading.Event()
             with self.setup_kernel():
-                if self.memory_bytes:
-                    threading.Thread(target=self._watch_memory, args=(stop,), daemon=True).start()
                 try:
                     info = self.wait_for_reply(self.kc.kernel_info())
+                    self._disk_baseline()
+                    if self.memory_bytes or self.disk_bytes:
+                        watch = threading.Thread(target=self._watch, args=(stop,), daemon=True)
+                        watch.start()
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
                     if restarts:
                         try:
@@ -555,7 +647,11 @@ class CourseExecute(Execute):
                 finally:
                     stop.set()
                     self._killed_for_memory.clear()
+                    self._killed_for_disk = ""
         self.set_widgets_metadata()
+        if self.executed_log:
+            with open(self.executed_log, "w") as out:
+                json.dump(self._executed, out)
         return self.nb, self.resources
 
 

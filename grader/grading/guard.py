@@ -98,6 +98,8 @@ class GuardSettings:
         gpu_fraction: Share of each GPU's memory this process may use (1 for all).
         output_bytes: Largest printed output per cell, bytes.
         notebook_dir: Folder to work in once installed ("" to stay where the kernel started).
+        audit_key: Hex key the guard signs its records with (HMAC-SHA256), chosen by the
+            grading process per job ("" for unsigned records).
     """
 
     assignment: str
@@ -110,6 +112,7 @@ class GuardSettings:
     gpu_fraction: float = 1.0
     output_bytes: int = 2 * 1024**2
     notebook_dir: str = ""
+    audit_key: str = ""
 
     def write(self, path: str | Path) -> Path:
         """Save as JSON; return the path."""
@@ -179,6 +182,9 @@ class _Guard:
         self.busy = threading.local()
         self.log = _open_log(self.log_path)
         self.seen: set[tuple] = set()
+        self._key = bytes.fromhex(settings.audit_key) if settings.audit_key else b""
+        self._seq = 0
+        self._seq_lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
     def is_student_file(self, filename: str) -> bool:
@@ -198,7 +204,16 @@ class _Guard:
         if key in self.seen:
             return
         self.seen.add(key)
-        self.log.write(json.dumps({"kind": kind, "detail": detail[:300], "where": where}) + "\n")
+        self.write({"kind": kind, "detail": detail[:300], "where": where})
+
+    def write(self, record: dict) -> None:
+        """Send one record, numbered and signed (:func:`sign`), through the audit pipe."""
+        with self._seq_lock:
+            record = {**record, "seq": self._seq}
+            self._seq += 1
+            if self._key:
+                record["mac"] = sign(self._key, record)
+            self.log.write(json.dumps(record) + "\n")
 
     @staticmethod
     def _path_of(arg) -> str | None:
@@ -450,16 +465,81 @@ def _cap_output(limit: int) -> None:
     shell.events.register("pre_run_cell", before_cell)
 
 
-def install(settings_path: str) -> None:
+def sign(key: bytes, record: dict) -> str:
+    """The HMAC-SHA256 of a record (every field but ``mac``, as sorted JSON), hex."""
+    import hashlib
+    import hmac
+
+    body = json.dumps({k: v for k, v in record.items() if k != "mac"}, sort_keys=True)
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def verify_log(records: list[dict], key: str, executed: list[str]) -> list[str]:
+    """What is wrong with a job's audit channel, one line each ([] when nothing is).
+
+    Every record must carry the signature of the job's ``key`` (a record written by anything
+    but the guard has none that verifies), the records of one kernel (from its ``installed``
+    record on) must be numbered 0, 1, 2, ... without a gap, and every execution the grading
+    process saw complete (``executed``: the request ids it chose, in order) must have its
+    ``cell`` record: a kernel that pointed the guard's pipe elsewhere (``os.dup2``), closed
+    it, or removed the guard's hook leaves them missing.
+    """
+    problems: list[str] = []
+    raw_key = bytes.fromhex(key) if key else b""
+    forged = gaps = 0
+    expected = None
+    cells: set[str] = set()
+    for record in records:
+        if record.get("kind") in ("flood", "corrupt") and "mac" not in record:
+            continue  # written by the grading process's reader, or a broken line (below)
+        if raw_key and (
+            not isinstance(record.get("mac"), str)
+            or not _same(record["mac"], sign(raw_key, record))
+        ):
+            forged += 1
+            continue
+        seq = record.get("seq")
+        if record.get("kind") == "installed":
+            expected = 0  # a kernel's first record
+        if not isinstance(seq, int) or seq != expected:
+            gaps += 1
+        expected = (seq if isinstance(seq, int) else -1) + 1
+        if record.get("kind") == "cell":
+            cells.add(str(record.get("detail")))
+    if forged:
+        problems.append(f"{forged} audit record(s) not signed by the guard (forged or corrupted)")
+    if gaps:
+        problems.append(f"audit records out of sequence {gaps} time(s) (some were lost or cut)")
+    missing = [i for i, msg_id in enumerate(executed) if msg_id not in cells]
+    if missing:
+        problems.append(
+            f"the audit channel went silent: no record of {len(missing)} of the "
+            f"{len(executed)} executions, from execution {missing[0] + 1} on (the guard's pipe "
+            "was cut or redirected, or its hook removed)"
+        )
+    return problems
+
+
+def _same(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def install(settings_path: str, consume: bool = False) -> None:
     """Install the guard in this kernel (see the module docstring).
 
     Args:
         settings_path: A :class:`GuardSettings` JSON file.
+        consume: Delete the file once read (the grading command's copy in the kernel's own
+            folder: no process the submission starts can then read the instructor's paths).
     """
     global _GUARD
     if _GUARD is not None:
         return
     settings = GuardSettings(**json.loads(Path(settings_path).read_text()))
+    if consume:
+        Path(settings_path).unlink(missing_ok=True)
     import importlib
 
     import torch  # noqa: F401 - imported before student code, as the probes use it
@@ -496,6 +576,9 @@ def _restore_before_each_cell() -> None:
         return
 
     def restore(*_):
+        header = getattr(shell, "parent_header", None) or {}
+        msg_id = header.get("msg_id") if isinstance(header, dict) else None
+        _GUARD.write({"kind": "cell", "detail": str(msg_id), "where": ""})
         for change in snapshot.restore():
             _GUARD.record("tampering", f"{change}; restored before the next cell")
 

@@ -14,10 +14,15 @@ is protected. The policy of one submission:
   (other users' homes, the grader's home, ``/var``, ``/opt``) exists in the sandbox;
 * **writable**: the folder of the graded notebook and the kernel's own folder (its home, made
   anew at every kernel start, caches, the socket files of its connection); a private ``/tmp``
-  and ``/dev/shm``; nothing else (the rest of the file system is read-only);
-* **whose rights**: never the grader's when it is root: the kernel runs as ``nobody`` in a
-  user namespace of its own (:func:`grader.grading.sandbox.kernel_ids`), owning only its own
-  folders and files;
+  and ``/dev/shm``; nothing else (the rest of the file system is read-only); all of it within
+  the job's disk quota (:mod:`grader.grading.quota`);
+* **whose rights**: never the grader's when it is root: the kernel runs as a user of the
+  job's own (:func:`grader.grading.quota.job_user`; ``nobody`` without one) in a user
+  namespace of its own (:func:`grader.grading.sandbox.kernel_ids`), owning only its own
+  folders and files, with a limit on its processes and threads;
+* **what the kernel's children can read**: the guard's settings (which name the instructor's
+  folders) are handed over in a file the guard deletes once read, and bubblewrap's options
+  (every hidden path) through a file descriptor, not its command line;
 * **not reachable**: the network (a network namespace of its own, loopback only: the kernel
   talks to the grader over Unix sockets), other processes (a PID namespace), System V IPC,
   the grader's environment variables (an allow-list is passed on);
@@ -28,12 +33,12 @@ is protected. The policy of one submission:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.grading.guard import GuardSettings
 from grader.grading.options import GradingOptions
-from grader.grading.sandbox import SandboxSettings
+from grader.grading.sandbox import GUARD_COPY, SandboxSettings
 from grader.runtime import course
 
 
@@ -58,6 +63,9 @@ class IsolationPolicy:
         gpu_lock: The machine's GPU lock (:class:`grader.grading.execute.GpuTurn`), or None: its
             folder is hidden from kernels and blocked by the guard, so a submission cannot take
             the lock itself and keep other students' cells from the GPU.
+        uid: The job's own user (:func:`grader.grading.quota.job_user`), or 0.
+        cgroup_procs: ``cgroup.procs`` files the kernel joins
+            (:meth:`grader.grading.quota.JobGroup.kernel_procs`).
     """
 
     work: Path
@@ -70,6 +78,8 @@ class IsolationPolicy:
     seed_home: Path | None = None
     private_tmp: Path | None = None
     gpu_lock: Path | None = None
+    uid: int = 0
+    cgroup_procs: list[str] = field(default_factory=list)
 
     @property
     def start_dir(self) -> Path:
@@ -111,12 +121,32 @@ class IsolationPolicy:
             cwd=str(self.start_dir),
             writable=[str(self.notebook_dir), str(self.sockets)],
             hide=self.protected(),
-            expose_read_only=[str(guard_file), str(self.start_dir), str(self.audit_fifo)],
+            expose_read_only=[str(self.start_dir), str(self.audit_fifo)],
             memory_bytes=0 if gpu else int(self.options.memory_gb * 1e9),
+            file_bytes=min(2 * 1024**3, self.disk_bytes),
             isolate=self.options.isolate,
             no_network=True,
             seed_home=str(self.seed_home) if self.seed_home else "",
+            uid=self.uid,
+            processes=self.options.processes,
+            tmpfs_bytes=self.disk_bytes,
+            cgroup_procs=list(self.cgroup_procs),
+            guard_settings=str(guard_file),
         )
+
+    @property
+    def disk_bytes(self) -> int:
+        """The kernel's disk quota, bytes (its folder, home, ``/tmp`` and ``/dev/shm`` in all)."""
+        return int(self.options.disk_gb * 1e9)
+
+    @property
+    def guard_path(self) -> Path:
+        """Where the kernel's guard reads its settings at start-up (and deletes them)."""
+        return self.box / GUARD_COPY
+
+    def disk_paths(self) -> list[str]:
+        """The kernel's writable folders on the grader's disk, measured against the quota."""
+        return [str(self.notebook_dir), str(self.box), str(self.sockets)]
 
     def guard_settings(self) -> GuardSettings:
         """The guard's settings (:mod:`grader.grading.guard`)."""

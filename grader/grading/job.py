@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -46,7 +47,7 @@ from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 
 from grader.checks.common import GRADING_ENV
-from grader.grading import guard, intake, sandbox, scan
+from grader.grading import guard, intake, quota, sandbox, scan
 from grader.grading.config import course_config, scripts_on_path
 from grader.grading.execute import kill_processes
 from grader.grading.isolation import IsolationPolicy
@@ -118,10 +119,13 @@ def _end_with_parent(poll_s: float = 1.0) -> None:
 
 
 class AuditReader:
-    """Reads the guard's records from the pipe into the audit log, across kernel restarts."""
+    """Reads the guard's records from the pipe into the audit log, across kernel restarts:
+    at most ``max_bytes`` of records (each line at most 2,000 characters); past that, records
+    are counted, not kept, and one last record says how many were dropped."""
 
-    def __init__(self, fifo: Path, log: Path) -> None:
+    def __init__(self, fifo: Path, log: Path, max_bytes: int = 4 * 1024**2) -> None:
         self.fifo, self.log = Path(fifo), Path(log)
+        self.max_bytes, self.dropped = max_bytes, 0
         if self.fifo.exists():
             self.fifo.unlink()
         os.mkfifo(self.fifo, 0o622)
@@ -130,15 +134,24 @@ class AuditReader:
         self._thread.start()
 
     def _run(self) -> None:
+        kept = 0
         with self.log.open("a") as out:
             while not self._stop.is_set():
                 try:
                     with open(self.fifo, errors="replace") as pipe:  # blocks until a writer
                         for line in pipe:
-                            out.write(line[:2000] if line.endswith("\n") else line[:2000] + "\n")
+                            line = line[:2000].rstrip("\n") + "\n"
+                            if kept + len(line) > self.max_bytes:
+                                self.dropped += 1
+                                continue
+                            kept += len(line)
+                            out.write(line)
                             out.flush()
                 except OSError:
                     time.sleep(0.1)
+            if self.dropped:
+                detail = f"{self.dropped} records dropped past the {self.max_bytes} byte cap"
+                out.write(json.dumps({"kind": "flood", "detail": detail, "where": ""}) + "\n")
 
     def close(self) -> None:
         """Stop reading (unblocks a reader waiting for a writer)."""
@@ -151,7 +164,7 @@ class AuditReader:
         self._thread.join(timeout=5)
 
 
-def _job_config(job: dict, aid: str, options: GradingOptions, policy, guard_file, sandbox_file):
+def _job_config(job: dict, aid: str, options: GradingOptions, policy, sandbox_file):
     job_dir = Path(job["job_dir"])
     c = course_config(work=job_dir, submitted=job_dir / "submitted")
     c.CourseDirectory.root = str(job_dir)
@@ -163,8 +176,11 @@ def _job_config(job: dict, aid: str, options: GradingOptions, policy, guard_file
     c.CourseExecute.output_bytes = options.output_kib * 1024
     c.CourseExecute.extra_arguments = [
         "--HistoryManager.hist_file=:memory:",
-        f"--IPKernelApp.exec_lines=import grader.grading.guard; grader.grading.guard.install({str(guard_file)!r})",
+        "--IPKernelApp.exec_lines=import grader.grading.guard; "
+        f"grader.grading.guard.install({str(policy.guard_path)!r}, consume=True)",
     ]
+    c.CourseExecute.disk_bytes = policy.disk_bytes
+    c.CourseExecute.disk_paths = policy.disk_paths()
     if options.cells in ("cuda", "no-cuda"):
         c.CourseExecute.judge_only = options.cells
     if policy.gpu_lock is not None:  # one lock per machine: jobs of a node take the GPU in turn
@@ -207,10 +223,7 @@ def run_forked(job_file: str, env: dict[str, str], log: str) -> None:
     # platform's default, as in a fresh Python, or every DataLoader worker a check starts here
     # (08's reference timings) would go through a fork server of its own and start slowly
     multiprocessing.set_start_method(None, force=True)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    _open_capped_log(log, job_file)
     os.environ.clear()
     os.environ.update(env)
     try:
@@ -218,11 +231,42 @@ def run_forked(job_file: str, env: dict[str, str], log: str) -> None:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+        _close_log()
+
+
+#: The capped log this process writes to (set by :func:`_open_capped_log`).
+_LOG: quota.CappedLog | None = None
+
+
+def _open_capped_log(path: str, job_file: str) -> None:
+    """Send this process's stdout and stderr (and so its kernels') to a :class:`quota.CappedLog`
+    at ``path``: a flood keeps its first and last ``log_kib / 2`` KiB, and says how much it
+    dropped between them."""
+    global _LOG
+    try:
+        kib = int(json.loads(Path(job_file).read_text())["options"].get("log_kib") or 1024)
+    except (OSError, ValueError, KeyError, TypeError):
+        kib = 1024
+    _LOG = quota.CappedLog(path, head=kib * 512, tail=kib * 512)
+    os.dup2(_LOG.fd, 1)
+    os.dup2(_LOG.fd, 2)
+
+
+def _close_log() -> None:
+    """Write the capped log's tail: this process's ends of the pipe are closed first (its
+    kernels have ended with the grading)."""
+    if _LOG is None:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    _LOG.close()
 
 
 def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     aid = result.assignment
-    job_dir, work = Path(job["job_dir"]), Path(job["work"])
+    job_dir = Path(job["job_dir"])
     # the student copy the class run generated beside this assignment's template gradebook
     release = Path(job["template_db"]).parent / "release" / aid / f"{aid}.ipynb"
     release = release if release.is_file() else None  # else generated here from solutions/
@@ -239,10 +283,35 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     nbformat.write(taken.notebook, str(sub_dir / f"{aid}.ipynb"))
     (job_dir / "source" / aid).mkdir(parents=True, exist_ok=True)
     shutil.copy(job["template_db"], job_dir / "gradebook.db")
-    autograded = job_dir / "autograded" / ALIAS / aid
     private = os.environ.get(PRIVATE_TMP_ENV) or None
     if private and not Path(private).is_dir():
         private = None
+    isolated = options.isolate and sandbox.bwrap_available()
+    user = quota.job_user(str(job_dir)) if isolated else None
+    group = quota.JobGroup.create(f"gpu-course-{os.getpid()}", options.processes)
+    if group is not None:
+        group.join()
+    try:
+        _grade_in_quota(job, options, result, private, user, group)
+    finally:
+        if group is not None:
+            refused = group.refused_forks()
+            if refused:
+                result.notes.append(
+                    f"started more than {options.processes} processes and threads at once (the "
+                    f"limit per kernel): {refused} refused"
+                )
+            group.remove()
+        if user is not None:
+            user.release()
+
+
+def _grade_in_quota(job, options, result, private, user, group) -> None:
+    """Grade the taken-in notebook with the job's user and control groups (see
+    :mod:`grader.grading.quota`)."""
+    aid = result.assignment
+    job_dir, work = Path(job["job_dir"]), Path(job["work"])
+    autograded = job_dir / "autograded" / ALIAS / aid
     # short: a socket path has 107 bytes at most
     sockets = Path(tempfile.mkdtemp(prefix="gk-", dir=private))
     policy = IsolationPolicy(
@@ -256,18 +325,24 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
         seed_home=Path(job["seed_home"]) if job.get("seed_home") else None,
         private_tmp=Path(private) if private else None,
         gpu_lock=Path(job.get("gpu_lock") or Path(work) / "gpu.lock") if options.has_gpu else None,
+        uid=user.uid if user is not None else 0,
+        cgroup_procs=group.kernel_procs() if group is not None else [],
     )
     autograded.mkdir(parents=True, exist_ok=True)  # bound into the sandbox before nbgrader writes
     guard_file, sandbox_file = policy.write()
     settings = json.loads(guard_file.read_text())
     settings["assignment"] = aid
+    settings["audit_key"] = audit_key = secrets.token_hex(16)
     guard_file.write_text(json.dumps(settings, indent=1))
+    executed_log = job_dir / "executed.json"
+    executed_log.unlink(missing_ok=True)
     audit = AuditReader(policy.audit_fifo, policy.audit_log)
 
     from nbgrader.apps import NbGraderAPI
 
     scripts_on_path()
-    config = _job_config(job, aid, options, policy, guard_file, sandbox_file)
+    config = _job_config(job, aid, options, policy, sandbox_file)
+    config.CourseExecute.executed_log = str(executed_log)
     os.environ[GRADING_ENV] = "1"
     try:
         api = NbGraderAPI(CourseDirectory(config=config), config=config)
@@ -285,10 +360,12 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     records = guard.read_log(policy.audit_log)
     if not any(r.get("kind") == "installed" for r in records):
         result.review.append("guard: not confirmed (no start-up record in the audit log)")
+    executed = json.loads(executed_log.read_text()) if executed_log.is_file() else []
+    result.review += [f"guard: {p}" for p in guard.verify_log(records, audit_key, executed)]
     result.review += [
         f"run: {r.get('kind')}: {r.get('detail')} ({r.get('where')})".replace(" ()", "")
         for r in records
-        if r.get("kind") != "installed"
+        if r.get("kind") not in ("installed", "cell")
     ]
 
 
@@ -322,6 +399,22 @@ def memory_note(out: dict, options: GradingOptions) -> str:
     return f"ran out of its memory limit ({options.memory_gb:g} GB): {raised}"
 
 
+#: How a fork or a new thread refused by the process limit reads in an error: Python's
+#: ``BlockingIOError`` (EAGAIN) from ``fork``/``posix_spawn``, ``threading``'s and torch's.
+_REFUSED_PROCESS = ("can't start new thread", "resource temporarily unavailable", "[errno 11]")
+
+
+def process_note(out: dict, options: GradingOptions) -> str:
+    """What the report says about an error output that the process limit caused, or ""."""
+    text = f"{out.get('ename') or ''}: {out.get('evalue') or ''}".lower()
+    if any(s in text for s in _REFUSED_PROCESS):
+        return (
+            f"hit its limit of {options.processes} processes and threads at once: "
+            f"{out.get('ename') or 'an error'}"
+        )
+    return ""
+
+
 def _read_outputs(nb, result: Result, options: GradingOptions | None = None) -> None:
     options = options or GradingOptions()
     result.not_checked = not_checked_cells(nb)
@@ -342,6 +435,8 @@ def _read_outputs(nb, result: Result, options: GradingOptions | None = None) -> 
                 result.notes.append(f"{label}: timed out and was interrupted")
             elif out.get("output_type") == "error" and memory_note(out, options):
                 result.notes.append(f"{label}: {memory_note(out, options)}")
+            elif out.get("output_type") == "error" and process_note(out, options):
+                result.notes.append(f"{label}: {process_note(out, options)}")
             elif out.get("output_type") == "error" and course.nbgrader_meta(cell).get("solution"):
                 result.notes.append(f"{label}: {out.get('ename')} when the cell ran")
             elif out.get("output_type") == "stream" and "[output truncated by" in out.get(

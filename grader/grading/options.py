@@ -32,6 +32,12 @@ class GradingOptions:
         gpu: Whether the grading machine has a CUDA GPU (None: ask torch where the job runs).
         allow_root_unsandboxed: Grade as root without the bubblewrap sandbox (kernels then run
             as root: :func:`grader.grading.pipeline.autograde` refuses that otherwise).
+        disk_gb: Disk quota of each kernel, GB: its folder, home, ``/tmp`` and ``/dev/shm``
+            in all (:mod:`grader.grading.quota`).
+        processes: Processes and threads each kernel may have at once (where the machine can
+            enforce it: :mod:`grader.grading.quota`).
+        log_kib: Log kept of each job's stdout and stderr (its kernels' included), KiB: half
+            from the start, half from the end.
     """
 
     jobs: int = 1
@@ -47,6 +53,9 @@ class GradingOptions:
     cells: str = "all"
     gpu: bool | None = None
     allow_root_unsandboxed: bool = False
+    disk_gb: float = 4.0
+    processes: int = 1024
+    log_kib: int = 1024
 
     @property
     def has_gpu(self) -> bool:

@@ -63,6 +63,8 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
 
+from grader.grading import quota
+
 
 @dataclass
 class SandboxSettings:
@@ -80,6 +82,17 @@ class SandboxSettings:
         no_network: Give the kernel a network namespace of its own (bubblewrap only; the
             kernel must then be reached over Unix sockets: ``transport = "ipc"``).
         seed_home: A folder copied into the fresh home at every start (warm caches), or "".
+        uid: The job's own user (:func:`grader.grading.quota.job_user`) the kernel runs as
+            when the grader is root; 0 for ``nobody`` (:func:`kernel_ids`).
+        processes: Processes and threads the kernel's user may have at once
+            (``RLIMIT_NPROC``; applied only with a job user of its own, 0 for no limit).
+        tmpfs_bytes: Size of the sandbox's private ``/tmp`` and ``/dev/shm`` each (0: the
+            tmpfs default, half the memory).
+        cgroup_procs: ``cgroup.procs`` files the launcher joins before the kernel starts
+            (:class:`grader.grading.quota.JobGroup`).
+        guard_settings: The guard's settings, copied at every start to :data:`GUARD_COPY` in the
+            kernel's staging folder, where the guard reads and deletes it (so no process the
+            kernel starts later can read the instructor's paths it names); "" for none.
     """
 
     staging: str
@@ -92,17 +105,30 @@ class SandboxSettings:
     isolate: bool = True
     no_network: bool = False
     seed_home: str = ""
+    uid: int = 0
+    processes: int = 0
+    tmpfs_bytes: int = 0
+    cgroup_procs: list[str] = field(default_factory=list)
+    guard_settings: str = ""
 
     def write(self, path: str | Path) -> Path:
         """Save as JSON; return the path."""
         Path(path).write_text(json.dumps(asdict(self), indent=1))
         return Path(path)
 
+    @property
+    def guard_copy(self) -> Path:
+        """Where the kernel finds its guard's settings (see :attr:`guard_settings`)."""
+        return Path(self.staging) / GUARD_COPY
+
     @classmethod
     def read(cls, path: str | Path) -> SandboxSettings:
         """Load from JSON."""
         return cls(**json.loads(Path(path).read_text()))
 
+
+#: Name of the guard's settings in the kernel's staging folder (read and deleted by the guard).
+GUARD_COPY = "guard.json"
 
 #: System folders every kernel sees, read-only (where they exist): programs, libraries, their
 #: configuration (``/etc``: the files only root may read stay unreadable to the kernel's user)
@@ -122,12 +148,15 @@ _DROP = (
 )
 
 
-def kernel_ids() -> tuple[int, int] | None:
-    """The user and group a sandboxed kernel runs as when the grader is root: ``nobody``'s
-    (65534 where the system has no such user); None when the grader is not root (the kernel
-    then keeps the grader's user, in a user namespace of its own)."""
+def kernel_ids(settings: SandboxSettings | None = None) -> tuple[int, int] | None:
+    """The user and group a sandboxed kernel runs as when the grader is root: the job's own
+    (``settings.uid``, :func:`grader.grading.quota.job_user`) when it has one, else
+    ``nobody``'s (65534 where the system has no such user); None when the grader is not root
+    (the kernel then keeps the grader's user, in a user namespace of its own)."""
     if os.geteuid() != 0:
         return None
+    if settings is not None and settings.uid > 0:
+        return settings.uid, settings.uid
     try:
         entry = pwd.getpwnam("nobody")
     except KeyError:
@@ -189,8 +218,11 @@ def isolation_label(isolate: bool = True) -> str:
     """One phrase for reports: what the grading kernels can see, and as whom they run."""
     found = features() if isolate else None
     if found is not None:
-        ids = kernel_ids()
-        who = f"uid {ids[0]}" if ids else f"this user (uid {os.geteuid()})"
+        who = (
+            f"a user of each job's own (uids from {quota.UID_BASE})"
+            if os.geteuid() == 0
+            else f"this user (uid {os.geteuid()})"
+        )
         where = (
             "in a user namespace of its own"
             if found.user_namespace
@@ -404,10 +436,10 @@ class _Layout:
         self.args += [option, src, dest]
         self._mounts.append((dest_path, True))
 
-    def empty(self, dest: str, perms: str = "0755") -> None:
+    def empty(self, dest: str, perms: str = "0755", size: int = 0) -> None:
         dest_path = Path(dest)
         self._parents(dest_path)
-        self.args += ["--perms", perms, "--tmpfs", dest]
+        self.args += ["--perms", perms, *(["--size", str(size)] if size else []), "--tmpfs", dest]
         self._mounts.append((dest_path, False))
 
     def symlink(self, target: str, dest: str) -> None:
@@ -431,7 +463,7 @@ def bwrap_command(
     """
     found = found or features() or Features(True, False)
     bwrap = shutil.which("bwrap") or "bwrap"
-    ids = kernel_ids()
+    ids = kernel_ids(settings)
     layout = _Layout()
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
@@ -439,9 +471,10 @@ def bwrap_command(
         elif os.path.isdir(path):
             layout.bind("--ro-bind", path, path)
     layout.bind("--dev-bind", "/dev", "/dev")  # GPUs (/dev/nvidia*), /dev/null, /dev/urandom
-    layout.empty("/dev/shm", "1777")  # a private one: DataLoader workers share memory through it
+    # private ones, of the job's disk quota each: DataLoader workers share memory through /dev/shm
+    layout.empty("/dev/shm", "1777", settings.tmpfs_bytes)
     layout.args += ["--proc", "/proc"]
-    layout.empty("/tmp", "1777")
+    layout.empty("/tmp", "1777", settings.tmpfs_bytes)
     software = python_environment(command)
     for path in software:
         if not layout.exists(Path(path)):
@@ -500,7 +533,7 @@ def grant(settings: SandboxSettings, command: list[str]) -> None:
     it writes (the graded notebook's folder, its sockets; not what they hold), and its own
     files shown read-only (the guard's settings and pipe, its start folder, the connection
     file). Nothing else changes owner. Does nothing when the grader is not root."""
-    ids = kernel_ids()
+    ids = kernel_ids(settings)
     if ids is None:
         return
     uid, gid = ids
@@ -516,12 +549,48 @@ def grant(settings: SandboxSettings, command: list[str]) -> None:
             os.chown(path, uid, gid)
 
 
-def _apply_limits(settings: SandboxSettings) -> None:
+def _apply_limits(settings: SandboxSettings, own_user: bool = False) -> None:
+    """The kernel's rlimits (inherited by everything it starts): no core dumps, the largest
+    file, the address space (CPU grading), and, when the kernel runs as a user of the job's
+    own (``own_user``), its processes and threads (``RLIMIT_NPROC`` counts per user: for a
+    shared user it would count every job's)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if settings.file_bytes:
         resource.setrlimit(resource.RLIMIT_FSIZE, (settings.file_bytes, settings.file_bytes))
     if settings.memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (settings.memory_bytes, settings.memory_bytes))
+    if own_user and settings.processes:
+        resource.setrlimit(resource.RLIMIT_NPROC, (settings.processes, settings.processes))
+
+
+def _copy_guard_settings(settings: SandboxSettings) -> None:
+    """Put the guard's settings where the kernel reads (and deletes) them, readable by the
+    kernel's user only."""
+    if not settings.guard_settings:
+        return
+    copy = settings.guard_copy
+    copy.unlink(missing_ok=True)
+    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(Path(settings.guard_settings).read_bytes())
+
+
+def _exec_with_args_fd(command: list[str], env: dict[str, str]) -> None:
+    """Exec bubblewrap with its options passed through a file descriptor (``--args FD``), so
+    that the sandbox's ``/proc/1/cmdline`` (bubblewrap's own command line, readable by every
+    process inside) shows no path of the instructor's: only ``bwrap --args N -- <kernel>``."""
+    split = command.index("--")
+    options, rest = command[1:split], command[split:]
+    read_fd, write_fd = os.pipe()
+    data = b"".join(os.fsencode(a) + b"\0" for a in options)
+    if len(data) > 60000:  # more than a pipe holds before a reader: keep it on the command line
+        os.close(read_fd)
+        os.close(write_fd)
+        os.execvpe(command[0], command, env)
+    os.write(write_fd, data)
+    os.close(write_fd)
+    os.set_inheritable(read_fd, True)
+    os.execvpe(command[0], [command[0], "--args", str(read_fd), *rest], env)
 
 
 def launch(settings_path: str, command: list[str]) -> None:
@@ -529,14 +598,18 @@ def launch(settings_path: str, command: list[str]) -> None:
     (inside bubblewrap when asked and available, as :func:`kernel_ids`' user when the grader
     is root). Does not return."""
     settings = SandboxSettings.read(settings_path)
+    for problem in quota.join_groups(settings.cgroup_procs):
+        print(f"sandbox: control group not joined: {problem}", file=sys.stderr)
     fresh_home(settings)
+    _copy_guard_settings(settings)
     env = kernel_environment(settings)
-    _apply_limits(settings)
-    if settings.isolate and bwrap_available():
+    isolated = settings.isolate and bwrap_available()
+    _apply_limits(settings, own_user=isolated and settings.uid > 0 and os.geteuid() == 0)
+    if isolated:
         # In the new PID namespace the kernel's parent has pid 1, which ipykernel reads as
         # "my parent died"; bubblewrap's --die-with-parent ends the kernel with the grader.
         env.pop("JPY_PARENT_PID", None)
-        ids = kernel_ids()
+        ids = kernel_ids(settings)
         if ids is not None:
             grant(settings, command)
             try:
@@ -547,7 +620,7 @@ def launch(settings_path: str, command: list[str]) -> None:
         # Jupyter interrupts a kernel by sending SIGINT to its process group, bwrap included:
         # bwrap must survive it (the kernel installs its own handler while a cell runs).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        command = bwrap_command(settings, command)
+        _exec_with_args_fd(bwrap_command(settings, command), env)
     else:
         Path(settings.cwd).mkdir(parents=True, exist_ok=True)
         os.chdir(settings.cwd)
