@@ -22,11 +22,11 @@ import nbformat
 import pytest
 import torch
 
-from grader.grading import grading, sandbox, scan
+from grader.grading import grading, quota, sandbox, scan
 from grader.runtime import course
 from grader.tools import samples
 
-from .bad_submissions import CASES, LINK, POINTS, REFERENCE, SECRET
+from .bad_submissions import CASES, DISK_GB, LINK, POINTS, PROCESSES, REFERENCE, SECRET
 from .helpers import autograde_flags, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture grades a class
@@ -157,6 +157,10 @@ def autograde(submitted: Path, work: Path, *extra: str, timeout: int = 1200):
             str(CELL_TIMEOUT),
             "--memory-gb",
             "6",
+            "--disk-gb",
+            str(DISK_GB),
+            "--processes",
+            str(PROCESSES),
             "--report",
             str(report),
             *autograde_flags(),
@@ -294,6 +298,48 @@ def test_enormous_output_is_cut_in_the_graded_notebook(graded):
 
 
 @pytest.mark.skipif(not sandbox.bwrap_available(), reason="bubblewrap is not available here")
+def _staging(graded, student: str) -> Path:
+    found = sorted((graded["work"] / "staging").glob(f"{student}-*__{A}"))
+    assert found, f"no staging folder for {student}"
+    return found[0]
+
+
+def test_a_flood_of_the_kernel_s_own_descriptors_leaves_a_capped_log(graded):
+    """64 MB written straight to the kernel's stdout and stderr descriptors reach the grading
+    process's job.log: it keeps its first and last 512 KiB and says what it dropped."""
+    log = _staging(graded, "floods_the_log") / "job.log"
+    size = log.stat().st_size
+    assert size < 1024 * 1024 + 4096, size
+    assert b"bytes dropped by the grader's log cap" in log.read_bytes()
+
+
+def test_a_disk_filler_leaves_nothing_behind(graded):
+    """The kernel that wrote past its quota was stopped and what it wrote removed: neither its
+    staging folder nor its autograded folder holds it."""
+    staging = _staging(graded, "fills_the_disk")
+    written = quota.disk_usage([staging, graded["work"] / "autograded" / "fills_the_disk"])
+    assert written.bytes < DISK_GB * 1e9 / 10, written
+
+
+def test_no_child_of_a_kernel_reads_the_instructor_s_paths(graded):
+    """A kernel's child process reads the sandbox's command line and every JSON file of its
+    home: the guard's settings are gone (read and deleted by the guard), and the command line
+    names none of the hidden folders (bubblewrap's options went through a descriptor)."""
+    nb = json.loads(
+        (graded["work"] / "autograded" / "reads_instructor_paths" / A / f"{A}.ipynb").read_text()
+    )
+    printed = "".join(
+        "".join(out.get("text", ""))
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
+    assert "READ /proc/1/cmdline" in printed, "the submission did not run"
+    for hidden in (course.SOLUTIONS, graded["submitted"], course.REPO / ".git"):
+        assert str(hidden) not in printed
+    assert "--tmpfs" not in printed and '"blocked"' not in printed and "audit_key" not in printed
+
+
 def test_kernels_ran_in_the_sandbox(graded):
     assert "bubblewrap sandbox" in graded["proc"].stdout
 
@@ -328,8 +374,9 @@ def test_a_kernel_reads_no_system_file_or_home_folder(graded):
         if out.get("output_type") == "stream"
     )
     assert "uid 0 " not in printed and "uid " in printed, "the submission did not run"
-    if ids is not None:  # the grader is root: the kernel runs as nobody
-        assert f"uid {ids[0]} gid {ids[1]}" in printed
+    if ids is not None:  # the grader is root: the kernel runs as a user of the job's own
+        uid, gid = (int(w) for w in printed.split("uid ", 1)[1].split()[:3:2])
+        assert uid == gid and uid >= quota.UID_BASE, printed[:200]
         assert "refused /etc/shadow" in printed
         shadow = Path("/etc/shadow").read_text().splitlines()
         secrets = [line for line in shadow if line.split(":")[1:2] not in ([""], ["*"], ["!"])]

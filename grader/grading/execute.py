@@ -473,10 +473,8 @@ class CourseExecute(Execute):
             return []
 
     def _watch(self, stop: threading.Event) -> None:
-        """Every 0.5 s: the memory limit; every second: the disk quota."""
-        tick = 0
+        """Every 0.5 s: the memory limit and the disk quota."""
         while not stop.wait(0.5):
-            tick += 1
             tree = self._kernel_tree()
             if not tree:
                 continue
@@ -489,7 +487,7 @@ class CourseExecute(Execute):
                     self._killed_for_memory.set()
                     kill_processes(tree[::-1])
                     continue
-            if self.disk_bytes and tick % 2 == 0:
+            if self.disk_bytes:
                 self._check_disk(tree)
 
     def _disk_used(self, tree: list[psutil.Process]) -> quota.DiskUse:
@@ -512,6 +510,22 @@ class CourseExecute(Execute):
         self._killed_for_disk = f"{why}: the kernel was stopped and what it wrote removed"
         kill_processes(tree[::-1], wait_s=5)
         self._remove_written()
+
+    def _disk_after_kernel(self) -> None:
+        """Once a kernel has ended: when its folders hold more than the quota (written faster
+        than the watchdog looks, or by the last cells), remove what it wrote there, and say so
+        in the notebook's metadata (:data:`DISK_NOTE`), which the grading report reads."""
+        if not self.disk_bytes or self._disk_base is None:
+            return
+        used = quota.disk_usage(self.disk_paths, entries_limit=self.disk_entries + 1)
+        grown = used.bytes - self._disk_base.bytes
+        if grown <= self.disk_bytes and used.complete and used.entries <= self.disk_entries:
+            return
+        self._remove_written()
+        self.nb.metadata[DISK_NOTE] = (
+            f"its folder held {grown / 1e9:.2f} GB when its kernel ended, more than its "
+            f"{self.disk_bytes / 1e9:g} GB disk quota: what it wrote there was removed"
+        )
 
     def _remove_written(self) -> None:
         """Remove what the kernel added to the notebook's folder since grading began (its home
@@ -648,6 +662,7 @@ class CourseExecute(Execute):
                     stop.set()
                     self._killed_for_memory.clear()
                     self._killed_for_disk = ""
+            self._disk_after_kernel()
         self.set_widgets_metadata()
         if self.executed_log:
             with open(self.executed_log, "w") as out:
@@ -656,6 +671,8 @@ class CourseExecute(Execute):
 
 
 MIME_REPLY = remote.MIME
+#: Notebook metadata key where :meth:`CourseExecute._disk_after_kernel` leaves its note.
+DISK_NOTE = "grader_disk_quota"
 
 
 class KernelChannel:

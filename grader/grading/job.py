@@ -49,7 +49,7 @@ from nbgrader.coursedir import CourseDirectory
 from grader.checks.common import GRADING_ENV
 from grader.grading import guard, intake, quota, sandbox, scan
 from grader.grading.config import course_config, scripts_on_path
-from grader.grading.execute import kill_processes
+from grader.grading.execute import DISK_NOTE, kill_processes
 from grader.grading.isolation import IsolationPolicy
 from grader.grading.options import GradingOptions
 from grader.grading.report import Result, not_checked_cells
@@ -417,6 +417,8 @@ def process_note(out: dict, options: GradingOptions) -> str:
 
 def _read_outputs(nb, result: Result, options: GradingOptions | None = None) -> None:
     options = options or GradingOptions()
+    if nb.metadata.get(DISK_NOTE):
+        result.notes.append(str(nb.metadata[DISK_NOTE])[:300])
     result.not_checked = not_checked_cells(nb)
     result.deferred = [
         course.nbgrader_meta(c)["grade_id"]

@@ -26,6 +26,7 @@ Fields of :class:`Case`:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -657,3 +658,189 @@ CASES = [
         code={"prefetch_to_device": REFERENCE + "\nimport os\n\nprint(dict(os.environ))\n"},
     ),
 ]
+
+# ----------------------------------------------------------------------------- a hostile class
+#: The grading command's quotas in tests/test_grading.py (small, so each attack hits them fast).
+DISK_GB = 0.3
+PROCESSES = 200
+LOG_KIB = 256
+
+#: Writes 16 MB at a time, in turn, into /tmp, /dev/shm, its home and its folder, until stopped.
+FILL_THE_DISK = """
+import os
+import pathlib
+
+_chunk = b"\\0" * 2**24
+_places = [pathlib.Path(p) / "filler" for p in ("/tmp", "/dev/shm", pathlib.Path.home(), os.getcwd())]
+_files = {}
+for _place in _places:
+    _place.mkdir(parents=True, exist_ok=True)
+    _files[_place] = open(_place / "fill.bin", "wb")
+for _round in range(200):
+    for _place, _f in _files.items():
+        try:
+            _f.write(_chunk)
+            _f.flush()
+        except OSError as e:
+            print("refused", _place, type(e).__name__)
+"""
+
+#: Forks sleeping children until a fork is refused, then ends them and raises the refusal.
+FORK_BOMB = """
+import os
+import time
+
+_children = []
+try:
+    for _ in range(5000):
+        _pid = os.fork()
+        if _pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        _children.append(_pid)
+finally:
+    for _pid in _children:
+        os.kill(_pid, 9)
+        os.waitpid(_pid, 0)
+    print("forked", len(_children), "children")
+"""
+
+#: A last cell (added after every test): 16 processes spin while the cell waits past its limit.
+CPU_HOG = """
+import multiprocessing
+import time
+
+
+def _spin():
+    while True:
+        pass
+
+
+_hogs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(16)]
+for _hog in _hogs:
+    _hog.start()
+time.sleep(10**6)
+"""
+
+#: 64 MB through the kernel's own stderr and stdout descriptors (the grading process's log).
+FLOOD_THE_LOG = """
+import os
+
+for _ in range(32):
+    os.write(2, b"e" * 2**20)
+    os.write(1, b"o" * 2**20)
+"""
+
+#: Points the guard's audit pipe at /dev/null (found through /proc/self/fd), then tampers.
+CUT_THE_AUDIT = """
+import os
+import sys
+
+_null = os.open(os.devnull, os.O_WRONLY)
+for _fd in range(3, 1024):
+    try:
+        if os.readlink(f"/proc/self/fd/{_fd}").endswith("audit.fifo"):
+            os.dup2(_null, _fd)
+    except OSError:
+        pass
+sys.settrace(None)
+"""
+
+#: Writes records of its own into the guard's audit pipe: "all is well" for every cell.
+FORGE_THE_AUDIT = """
+import json
+import os
+
+for _fd in range(3, 1024):
+    try:
+        if os.readlink(f"/proc/self/fd/{_fd}").endswith("audit.fifo"):
+            for _seq in range(100):
+                _rec = {"kind": "cell", "detail": "x", "where": "", "seq": _seq}
+                os.write(_fd, (json.dumps(_rec) + "\\n").encode())
+    except OSError:
+        pass
+"""
+
+#: Prints what a kernel's child can read of the grader: the guard's settings, the sandbox's
+#: command line, every file in its home; tests/test_grading.py checks no instructor path shows.
+READ_INSTRUCTOR_PATHS = """
+import os
+import subprocess
+import sys
+
+_probe = (
+    "import os, pathlib\\n"
+    "for p in ['/proc/1/cmdline', '/proc/1/environ']:\\n"
+    "    try: print('READ', p, open(p, 'rb').read().replace(b'\\\\0', b' ')[:4000])\\n"
+    "    except OSError as e: print('refused', p, type(e).__name__)\\n"
+    "for f in pathlib.Path.home().rglob('*.json'):\\n"
+    "    try: print('READ', f, f.read_text()[:4000])\\n"
+    "    except OSError as e: print('refused', f, type(e).__name__)\\n"
+)
+print(subprocess.run([sys.executable, "-c", _probe], capture_output=True, text=True).stdout)
+"""
+
+
+def _add_last_cell(source: str):
+    def add(nb):
+        import nbformat
+
+        nb.cells.append(nbformat.v4.new_code_cell(source))
+
+    return add
+
+
+HOSTILE_CASES = [
+    Case(
+        "fills_the_disk",
+        "run_on_streams' cell writes into /tmp, /dev/shm, its home and its folder in turn "
+        "without end: the kernel is stopped at its disk quota and what it wrote is removed",
+        code={"run_on_streams": REFERENCE + "\n" + FILL_THE_DISK},
+        exercises=("prefetch",),
+        says=(f"wrote more than its {DISK_GB:g} GB disk quota",),
+    ),
+    Case(
+        "floods_the_log",
+        "the prefetch cell writes 64 MB straight to the kernel's stderr and stdout descriptors: "
+        "the grading side's log keeps its head and tail",
+        code={"prefetch_to_device": REFERENCE + "\n" + FLOOD_THE_LOG},
+    ),
+    Case(
+        "hogs_the_cpu",
+        "a cell added at the end starts 16 spinning processes and waits past its limit: "
+        "timed out, and its neighbours keep their share of the CPU",
+        tamper=_add_last_cell(CPU_HOG),
+    ),
+    Case(
+        "cuts_the_audit_channel",
+        "run_on_streams' cell points the guard's audit pipe at /dev/null, then tampers: the "
+        "missing records flag it",
+        code={"run_on_streams": REFERENCE + "\n" + CUT_THE_AUDIT},
+        review=True,
+        says=("audit channel went silent",),
+    ),
+    Case(
+        "forges_the_audit_channel",
+        "the prefetch cell writes unsigned records of its own into the guard's audit pipe",
+        code={"prefetch_to_device": REFERENCE + "\n" + FORGE_THE_AUDIT},
+        review=True,
+        says=("not signed by the guard",),
+    ),
+    Case(
+        "reads_instructor_paths",
+        "a child process of the kernel prints the sandbox's command line and every JSON file of "
+        "its home (where the guard's settings were): none names the instructor's folders",
+        code={"prefetch_to_device": REFERENCE + "\n" + READ_INSTRUCTOR_PATHS},
+    ),
+]
+if os.geteuid() == 0:  # the process limit holds where each job has a user of its own
+    HOSTILE_CASES.append(
+        Case(
+            "fork_bomb",
+            "run_on_streams' cell forks until a fork is refused: the kernel's process limit "
+            "stops it, nobody else's",
+            code={"run_on_streams": REFERENCE + "\n" + FORK_BOMB},
+            says=(f"limit of {PROCESSES} processes and threads",),
+        )
+    )
+CASES += HOSTILE_CASES
