@@ -344,3 +344,97 @@ print(json.dumps(out))
     assert copy.read_text() == guard_file.read_text()
     st = copy.stat()
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == user.uid
+
+
+# ----------------------------------------------------------------------------- the checks' kernel view
+def test_the_kernel_view_holds_the_probes_and_no_expected_value():
+    """01's ``_expected_simulated`` (the expected answer of visible_gpu_count's check) and every
+    check function are missing from the kernel's view of its module; every probe is there."""
+    import ast
+
+    from grader.grading import kernel_view
+
+    views = kernel_view.views()
+    assert set(views) == set(kernel_view.checks_folder().rglob("*.py"))
+    view = views[kernel_view.checks_folder() / "ch01_devices.py"]
+    assert "_expected_simulated" not in view and "def check_" not in view
+    for path, source in views.items():
+        real = ast.parse(path.read_text())
+        probes = {
+            n.name for n in real.body
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("_probe")
+        }  # fmt: skip
+        kept = {n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+        assert probes <= kept, (path, probes - kept)
+        assert not any(name.startswith(("check_", "_expected")) for name in kept), (path, kept)
+    assert kernel_view.hidden_files()  # 13's recorded timelines
+
+
+def test_a_probe_of_a_checks_module_must_be_named_so():
+    from grader.checks import ch01_devices
+    from grader.runtime import remote
+
+    with pytest.raises(TypeError, match="_probe"):
+        remote._require_probe(ch01_devices._expected_simulated)
+
+
+def _view_modules():
+    import importlib
+    import types
+
+    from grader.grading import kernel_view
+
+    modules = {}
+    for path, source in kernel_view.views().items():
+        name = kernel_view._module_name(path)
+        importlib.import_module(name)  # dataclasses look their module up in sys.modules
+        module = types.ModuleType(name)
+        module.__file__ = str(path)
+        exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102
+        modules[name] = module
+    return modules
+
+
+@pytest.mark.parametrize("aid", course.assignments())
+def test_every_quick_check_passes_the_reference_with_probes_from_the_kernel_view(aid, monkeypatch):
+    """Each probe a check sends runs as the kernel's view defines it (the module the sandbox
+    shows a grading kernel), so the view holds everything the probes use: the reference
+    still passes every quick test cell (the slow ones are graded through the sandbox by
+    ``python -m grader demo`` and tests/test_pipeline.py)."""
+    import pickle
+
+    from grader.runtime import remote
+    from grader.tools import samples
+
+    from .helpers import SLOW_EXERCISES
+
+    views = _view_modules()
+    sent = []
+
+    def request(self, fn, target, args, kwargs):
+        remote._require_probe(fn)
+        if fn.__module__.startswith("grader.checks"):
+            view = views[fn.__module__]
+            assert hasattr(view, fn.__qualname__), f"{fn.__module__}.{fn.__qualname__} not in view"
+            fn = getattr(view, fn.__qualname__)
+            sent.append(fn.__qualname__)
+        args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))
+        if target is not None and target.obj is remote._MISSING:
+            raise NameError(f"name {target.__name__!r} is not defined")
+        obj = target.obj if target is not None else None
+        data = remote.execute(fn, obj, target is not None, args, kwargs)
+        return remote._unpack(remote.handover.loads(data))
+
+    monkeypatch.setattr(remote.LocalChannel, "request", request)
+    nb = course.read(course.source_path(aid))
+    quick = {
+        course.nbgrader_meta(c)["grade_id"] for c in course.solution_cells(nb)
+    } - SLOW_EXERCISES.get(aid, set())
+    results = samples.run_test_cells(aid, None, only_for=quick)
+    failing = {k: v for k, v in results.items() if v and not k.endswith("_cuda")}
+    assert not failing, failing
+    assert sent or aid in WITHOUT_QUICK_PROBES, aid
+
+
+#: Assignments whose quick checks send only the runtime's own probes (a call, attempt_all).
+WITHOUT_QUICK_PROBES = {"11_scaling", "13_parallelism"}

@@ -49,6 +49,7 @@ from tqdm.auto import tqdm
 from traitlets.config import Config
 
 from grader.checks.common import GRADING_ENV
+from grader.grading import kernel_view
 from grader.grading.config import course_config
 from grader.grading.job import ALIAS, PARENT_ENV, PRIVATE_TMP_ENV, is_alive, kill_tree, run_forked
 from grader.grading.options import GradingOptions
@@ -396,6 +397,9 @@ def grade_class(
     aids = sorted({a for _, a in pairs})
     templates = _template_gradebooks(aids, staging / "_templates")
     seed_home = _seed_caches(aids, staging / "_seed")
+    views = staging / "_kernel_view"
+    shutil.rmtree(views, ignore_errors=True)
+    kernel_view.build(views)  # once for the class: the checks as every kernel sees them
     results: dict[tuple[str, str], Result] = {}
     todo = []
     for student, aid in pairs:
@@ -426,6 +430,7 @@ def grade_class(
                     "digest": digest,
                     "template_db": str(templates[aid]),
                     "seed_home": str(seed_home) if seed_home else None,
+                    "kernel_view": str(views),
                     "result": str(job_dir / "result.json"),
                     "options": asdict(options),
                 }

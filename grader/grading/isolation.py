@@ -10,7 +10,9 @@ is protected. The policy of one submission:
   submissions folder). Checks run in the grading process (:mod:`grader.grading.judge`), so the kernel
   never needs any of it;
 * **visible, read-only**: only what the kernel needs: the system folders, the Python
-  environment and the course (its answers hidden as above); nothing else of the machine
+  environment and the course (its answers hidden as above; each checks module replaced by
+  the kernel's view of it, which holds its probes and no expected value, and the checks'
+  bytecode and data hidden: :mod:`grader.grading.kernel_view`); nothing else of the machine
   (other users' homes, the grader's home, ``/var``, ``/opt``) exists in the sandbox;
 * **writable**: the folder of the graded notebook and the kernel's own folder (its home, made
   anew at every kernel start, caches, the socket files of its connection); a private ``/tmp``
@@ -36,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.grading import kernel_view
 from grader.grading.guard import GuardSettings
 from grader.grading.options import GradingOptions
 from grader.grading.sandbox import GUARD_COPY, SandboxSettings
@@ -66,6 +69,8 @@ class IsolationPolicy:
         uid: The job's own user (:func:`grader.grading.quota.job_user`), or 0.
         cgroup_procs: ``cgroup.procs`` files the kernel joins
             (:meth:`grader.grading.quota.JobGroup.kernel_procs`).
+        kernel_view: Each checks module's real path -> the kernel's view of it
+            (:func:`grader.grading.kernel_view.build`), bound over it in the sandbox.
     """
 
     work: Path
@@ -80,6 +85,7 @@ class IsolationPolicy:
     gpu_lock: Path | None = None
     uid: int = 0
     cgroup_procs: list[str] = field(default_factory=list)
+    kernel_view: dict[str, str] = field(default_factory=dict)
 
     @property
     def start_dir(self) -> Path:
@@ -120,7 +126,9 @@ class IsolationPolicy:
             staging=str(self.box),
             cwd=str(self.start_dir),
             writable=[str(self.notebook_dir), str(self.sockets)],
-            hide=self.protected(),
+            hide=[*self.protected(), *map(str, kernel_view.bytecode_folders())],
+            replace=dict(self.kernel_view),
+            hide_files=[str(p) for p in kernel_view.hidden_files()] if self.kernel_view else [],
             expose_read_only=[str(self.start_dir), str(self.audit_fifo)],
             memory_bytes=0 if gpu else int(self.options.memory_gb * 1e9),
             file_bytes=min(2 * 1024**3, self.disk_bytes),

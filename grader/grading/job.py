@@ -47,7 +47,7 @@ from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 
 from grader.checks.common import GRADING_ENV
-from grader.grading import guard, intake, quota, sandbox, scan
+from grader.grading import guard, intake, kernel_view, quota, sandbox, scan
 from grader.grading.config import course_config, scripts_on_path
 from grader.grading.execute import DISK_NOTE, kill_processes
 from grader.grading.isolation import IsolationPolicy
@@ -306,6 +306,16 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
             user.release()
 
 
+def _kernel_view(job: dict, job_dir: Path) -> dict[str, str]:
+    """The kernel's view of the checks (:mod:`grader.grading.kernel_view`): the class's, made
+    once by the class run (``job["kernel_view"]``), else made here for this job."""
+    folder = Path(job.get("kernel_view") or "")
+    index = folder / kernel_view.INDEX
+    if job.get("kernel_view") and index.is_file():
+        return json.loads(index.read_text())
+    return kernel_view.build(job_dir / "kernel_view")
+
+
 def _grade_in_quota(job, options, result, private, user, group) -> None:
     """Grade the taken-in notebook with the job's user and control groups (see
     :mod:`grader.grading.quota`)."""
@@ -327,6 +337,7 @@ def _grade_in_quota(job, options, result, private, user, group) -> None:
         gpu_lock=Path(job.get("gpu_lock") or Path(work) / "gpu.lock") if options.has_gpu else None,
         uid=user.uid if user is not None else 0,
         cgroup_procs=group.kernel_procs() if group is not None else [],
+        kernel_view=_kernel_view(job, job_dir),
     )
     autograded.mkdir(parents=True, exist_ok=True)  # bound into the sandbox before nbgrader writes
     guard_file, sandbox_file = policy.write()

@@ -90,6 +90,9 @@ class SandboxSettings:
             tmpfs default, half the memory).
         cgroup_procs: ``cgroup.procs`` files the launcher joins before the kernel starts
             (:class:`grader.grading.quota.JobGroup`).
+        replace: Files shown in place of others, read-only: real path -> the file shown there
+            (the kernel's view of each checks module: :mod:`grader.grading.kernel_view`).
+        hide_files: Files shown empty (bubblewrap only).
         guard_settings: The guard's settings, copied at every start to :data:`GUARD_COPY` in the
             kernel's staging folder, where the guard reads and deletes it (so no process the
             kernel starts later can read the instructor's paths it names); "" for none.
@@ -109,6 +112,8 @@ class SandboxSettings:
     processes: int = 0
     tmpfs_bytes: int = 0
     cgroup_procs: list[str] = field(default_factory=list)
+    replace: dict[str, str] = field(default_factory=dict)
+    hide_files: list[str] = field(default_factory=list)
     guard_settings: str = ""
 
     def write(self, path: str | Path) -> Path:
@@ -485,6 +490,12 @@ def bwrap_command(
                 layout.empty(path)
             elif Path(path).exists():  # a file (a git worktree's .git): an empty file instead
                 layout.bind("--ro-bind", "/dev/null", path)
+    for path, shown in settings.replace.items():  # the checks as the kernel may see them
+        if layout.exists(Path(path)) and Path(shown).is_file():
+            layout.bind("--ro-bind", shown, path)
+    for path in settings.hide_files:
+        if layout.exists(Path(path)) and Path(path).is_file():
+            layout.bind("--ro-bind", "/dev/null", path)
     # the paths the kernel is started by, as written (a virtual environment's links)
     wanted = [command[0], sys.executable, sys.prefix, *(p for p in sys.path if p)]
     for path in wanted:

@@ -70,7 +70,9 @@ class Channel(Protocol):
 
 def _require_probe(fn: Callable) -> None:
     """A probe must be a module-level function of a ``grader`` module, so that it travels by
-    name (pickled by reference) and the kernel runs the course's own code.
+    name (pickled by reference) and the kernel runs the course's own code; one of a checks
+    module must be named ``_probe...``, as the kernel's view of the checks keeps only those
+    (:mod:`grader.grading.kernel_view`).
 
     Raises:
         TypeError: ``fn`` is a lambda, a closure, a method or from outside ``grader``.
@@ -87,6 +89,12 @@ def _require_probe(fn: Callable) -> None:
         raise TypeError(
             f"probe {module}.{qualname} must be a module-level function of a grader module "
             "(it is sent to the student's kernel by name)"
+        )
+    if module.startswith("grader.checks") and not qualname.startswith("_probe"):
+        raise TypeError(
+            f"probe {module}.{qualname}: a probe of a checks module must be named _probe... "
+            "(the grading kernel sees only those of a checks module: "
+            "grader.grading.kernel_view)"
         )
 
 
