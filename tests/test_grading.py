@@ -340,6 +340,25 @@ def test_no_child_of_a_kernel_reads_the_instructor_s_paths(graded):
     assert "--tmpfs" not in printed and '"blocked"' not in printed and "audit_key" not in printed
 
 
+def _printed(graded, student: str) -> str:
+    nb = json.loads((graded["work"] / "autograded" / student / A / f"{A}.ipynb").read_text())
+    return "".join(
+        "".join(out.get("text", ""))
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
+
+
+@pytest.mark.skipif(not sandbox.bwrap_available(), reason="bubblewrap is not available here")
+def test_no_expected_value_is_in_a_kernel_s_reach(graded):
+    """The kernel imports an expected-value helper of the checks, reads a checks module's
+    source and its bytecode: the sandbox shows the kernel's view of the checks (probes only)
+    and hides their bytecode, so none of it is found."""
+    printed = _printed(graded, "seeks_the_oracle")
+    assert "NO ORACLE" in printed and "ORACLE FOUND" not in printed, printed[-500:]
+
+
 def test_kernels_ran_in_the_sandbox(graded):
     assert "bubblewrap sandbox" in graded["proc"].stdout
 
@@ -645,6 +664,7 @@ RUN_TIME_ONLY = {
     "reads_gradebook_and_hidden_tests",
     "writes_outside_its_folder",
     "rewrites_own_memory",
+    "forges_the_audit_channel",  # unsigned records: found by the audit check
 }
 
 

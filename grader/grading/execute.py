@@ -210,6 +210,11 @@ class CourseExecute(Execute):
     output_bytes = Integer(
         2 * 1024**2, help="Outputs kept per cell, bytes (0: no cap); the rest is dropped"
     ).tag(config=True)
+    iopub_timeout = Integer(
+        300,
+        help="Seconds to wait, once a cell has replied, for the rest of its outputs: a flood "
+        "is read within its own cell's turn, never in the next cell's (nbclient's default: 4)",
+    ).tag(config=True)
     disk_bytes = Integer(
         0, help="Kill the kernel when it has written more than this, bytes (0: off)"
     ).tag(config=True)

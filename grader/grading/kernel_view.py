@@ -247,7 +247,14 @@ def hidden_files() -> list[Path]:
 
 
 def bytecode_folders() -> list[Path]:
-    """The ``__pycache__`` folders of ``grader/checks`` (compiled from the real modules)."""
+    """The ``__pycache__`` folders of ``grader/checks`` (compiled from the real modules), one
+    per package, made empty where missing: a folder the grading process fills after the
+    sandbox was built is hidden all the same."""
+    for package in {p.parent for p in checks_folder().rglob("__init__.py")}:
+        try:
+            (package / "__pycache__").mkdir(exist_ok=True)
+        except OSError:  # a read-only course: nothing is compiled into it either
+            pass
     return sorted(p for p in checks_folder().rglob("__pycache__") if p.is_dir())
 
 

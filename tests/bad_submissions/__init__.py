@@ -844,3 +844,42 @@ if os.geteuid() == 0:  # the process limit holds where each job has a user of it
         )
     )
 CASES += HOSTILE_CASES
+
+#: Looks for the checks' expected values the ways a kernel could: importing an expected-value
+#: helper, reading a checks module's source, reading its bytecode; prints what it found.
+SEEK_THE_ORACLE = """
+import pathlib
+
+_found = []
+try:
+    from grader.checks.ch01_devices import _expected_simulated  # noqa: F401
+
+    _found.append("import")
+except ImportError as e:
+    print("refused", type(e).__name__)
+import grader.checks.ch03_streams as _checks
+
+try:
+    if "def check_run_on_streams" in pathlib.Path(_checks.__file__).read_text():
+        _found.append("source")
+except OSError as e:
+    print("refused", type(e).__name__)
+for _pyc in pathlib.Path(_checks.__file__).parent.rglob("*.pyc"):
+    try:
+        if b"check_run_on_streams" in _pyc.read_bytes():
+            _found.append(f"bytecode {_pyc.name}")
+    except OSError as e:
+        print("refused", type(e).__name__)
+print("ORACLE FOUND" if _found else "NO ORACLE", _found)
+"""
+
+CASES.append(
+    Case(
+        "seeks_the_oracle",
+        "run_on_streams' cell imports an expected-value helper of the checks, reads a checks "
+        "module's source and its bytecode: the kernel's view of the checks holds none of it",
+        code={"run_on_streams": REFERENCE + "\n" + SEEK_THE_ORACLE},
+        review=True,  # the scan flags the imports of the course's checks
+        says=("imports grader.checks",),
+    )
+)
