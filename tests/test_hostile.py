@@ -438,3 +438,48 @@ def test_every_quick_check_passes_the_reference_with_probes_from_the_kernel_view
 
 #: Assignments whose quick checks send only the runtime's own probes (a call, attempt_all).
 WITHOUT_QUICK_PROBES = {"11_scaling", "13_parallelism"}
+
+
+def test_the_kernel_side_of_the_course_runs_on_the_kernel_view(tmp_path):
+    """A copy of the package whose checks are their kernel views, as a sandboxed kernel sees
+    it: every checks module and every runtime module imports, and the guard installs and
+    writes its first record (it takes ``grading_mode`` from the checks' common module)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from grader.grading import kernel_view
+
+    copy = tmp_path / "course"
+    shutil.copytree(
+        course.PACKAGE, copy / "grader",
+        ignore=shutil.ignore_patterns("__pycache__", "samples", "work"),
+    )  # fmt: skip
+    for real, source in kernel_view.views().items():
+        (copy / "grader" / "checks" / real.relative_to(kernel_view.checks_folder())).write_text(
+            source
+        )
+    log = tmp_path / "audit.jsonl"
+    settings = tmp_path / "guard.json"
+    settings.write_text(json.dumps({"assignment": "03_streams", "audit_log": str(log)}))
+    modules = [kernel_view._module_name(p) for p in kernel_view.views()] + [
+        f"grader.runtime.{p.stem}" for p in (course.PACKAGE / "runtime").glob("*.py")
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "import grader.grading.guard as guard\n"
+        f"guard.install({str(settings)!r}, consume=True)\n"
+        "assert guard.__file__.startswith(sys.argv[1]), guard.__file__\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(copy)], cwd=copy, capture_output=True, text=True,
+        timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(copy)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not settings.exists()  # consumed
+    from grader.grading import guard
+
+    assert guard.read_log(log)[0]["kind"] == "installed"

@@ -20,7 +20,10 @@ subvert and records attempts for review. It
   installed; events are recorded when the submission's code is anywhere on the calling stack
   (a notebook cell, a file in its folder, a thread or a library such as ``bdb`` it called),
   so the course's own code and libraries alone do not count. Records go through a pipe the
-  grading process reads (a kernel can add to it, not take back what was sent);
+  grading process reads (a kernel can add to it, not take back what was sent), each numbered
+  and signed with the job's key, one per execution naming the request id the grading process
+  chose (:func:`verify_log`: a cut, redirected or forged channel flags the submission); the
+  settings file that holds the key is deleted once read (``install(..., consume=True)``);
 * **restores the kernel's machinery before every cell** (and so before every request of the
   grader): it snapshots, at start-up, the attributes of the course's ``grader`` modules (the
   probes included), of ``torch.testing``, of ``builtins`` and their ``sys.modules`` entries,

@@ -18,11 +18,17 @@ once (:func:`run_forked`; ``python -m grader.grading.job JOB.json`` does the sam
    ``sandbox/``          the kernel's home and caches (made anew at every kernel start)
    ``start/``            the empty folder the kernel starts in
    ``audit.fifo``        the pipe the guard writes to; ``audit.jsonl`` keeps what came through
+   ``executed.json``     the ids of the executions that completed (checked against the audit)
+   ``guard.json``        the guard's settings (a copy goes into ``sandbox/``, deleted once read)
+   ``job.log``           the job's stdout and stderr, its kernels' too, capped
 
 3. runs nbgrader's own ``autograde`` with :class:`grader.grading.execute.CourseExecute`, the kernel in
    the sandbox of :mod:`grader.grading.sandbox` under the policy of :mod:`grader.grading.isolation`, connected
-   over Unix sockets, test cells judged in this process (:mod:`grader.grading.judge`);
-4. writes a JSON :class:`grader.grading.report.Result`: scores per cell, notes, reasons for review.
+   over Unix sockets, test cells judged in this process (:mod:`grader.grading.judge`), within
+   the job's quotas (:mod:`grader.grading.quota`: a user and control groups of its own, a disk
+   quota), the checks shown to the kernel as their kernel view (:mod:`grader.grading.kernel_view`);
+4. writes a JSON :class:`grader.grading.report.Result`: scores per cell, notes, reasons for review
+   (the audit channel verified: :func:`grader.grading.guard.verify_log`).
 
 The process ends, with the kernels it started, when the command that started it dies.
 """

@@ -12,7 +12,8 @@ module with only
 
 * its probes, every class (the models, datasets and recorders that travel to and from probes),
   the names the course's notebooks import from it in their own cells (read from ``solutions/``:
-  :func:`grader.grading.scan.course_imports`), and its other top-level statements;
+  :func:`grader.grading.scan.course_imports`), the names the course's kernel-side modules take
+  from it (the guard and the runtime: :data:`KERNEL_SIDE`), and its other top-level statements;
 * everything those use, followed through the module and across ``grader.checks`` imports
   (a name imported from another checks module is kept there too);
 * its imports of other modules whole, and of ``grader.checks`` names only those kept there;
@@ -166,12 +167,55 @@ def _notebook_imports() -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
+#: The course's modules outside ``grader/checks`` that run in a grading kernel: its runtime
+#: (the probes' helpers, the simulated GPU, the notebooks' imports) and the guard.
+KERNEL_SIDE = ("runtime", "grading/guard.py")
+
+
+def _course_uses() -> set[tuple[str, str]]:
+    """``(checks module, name)`` for every name the course's kernel-side modules
+    (:data:`KERNEL_SIDE`) take from a checks module (``from grader.checks.common import
+    grading_mode``, ``common.CUDA_SUFFIX``): they run in the kernel and need them."""
+    found: set[tuple[str, str]] = set()
+    kernel_side = [course.PACKAGE / part for part in KERNEL_SIDE]
+    for path in sorted(course.PACKAGE.rglob("*.py")):
+        if not any(path == part or part in path.parents for part in kernel_side):
+            continue
+        try:
+            tree = ast.parse(path.read_text())
+        except SyntaxError:
+            continue
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and _is_checks(node.module or "")
+            ):
+                for alias in node.names:
+                    if _module_path(f"{node.module}.{alias.name}") is not None:
+                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    else:
+                        found.add((node.module, alias.name))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if _is_checks(alias.name) and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                found.add((aliases[node.value.id], node.attr))
+    return found
+
+
 def views() -> dict[Path, str]:
     """The kernel's view of every checks module: real path -> source (see the module)."""
     modules = {m.name: m for m in map(_parse, sorted(checks_folder().rglob("*.py")))}
-    wanted: dict[str, set[str]] = {
-        name: _roots(m, set(_notebook_imports())) for name, m in modules.items()
-    }
+    roots = set(_notebook_imports()) | _course_uses()
+    wanted: dict[str, set[str]] = {name: _roots(m, roots) for name, m in modules.items()}
     changed = True
     while changed:
         changed = False
