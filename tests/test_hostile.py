@@ -378,6 +378,17 @@ def test_a_probe_of_a_checks_module_must_be_named_so():
         remote._require_probe(ch01_devices._expected_simulated)
 
 
+def test_a_function_of_the_checks_in_a_request_must_be_a_probe_or_marked():
+    """A request whose arguments hold a function of a checks module that the kernel's view
+    would leave out is refused where it is made (a test that sends it fails at once)."""
+    from grader.checks import ch01_devices, ch08_cpu_parallelism
+    from grader.runtime import remote
+
+    with pytest.raises(TypeError, match="kernel_side"):
+        remote.request_code(remote.call, "f", (ch01_devices._expected_simulated,), {})
+    remote.request_code(remote.call, "f", (ch08_cpu_parallelism.square, [1, 2]), {})
+
+
 def _view_modules():
     import importlib
     import types
@@ -395,13 +406,29 @@ def _view_modules():
     return modules
 
 
+class _FromView(__import__("pickle").Unpickler):
+    """Unpickles a request's arguments as the kernel does: a function or class of a checks
+    module is looked up in the kernel's view of it."""
+
+    def __init__(self, file, views):
+        super().__init__(file)
+        self.views = views
+
+    def find_class(self, module, name):
+        if module in self.views:
+            assert hasattr(self.views[module], name), f"{module}.{name} is not in the kernel view"
+            return getattr(self.views[module], name)
+        return super().find_class(module, name)
+
+
 @pytest.mark.parametrize("aid", course.assignments())
 def test_every_quick_check_passes_the_reference_with_probes_from_the_kernel_view(aid, monkeypatch):
     """Each probe a check sends runs as the kernel's view defines it (the module the sandbox
     shows a grading kernel), so the view holds everything the probes use: the reference
     still passes every quick test cell (the slow ones are graded through the sandbox by
     ``python -m grader demo`` and tests/test_pipeline.py)."""
-    import pickle
+    import io
+    import sys
 
     from grader.runtime import remote
     from grader.tools import samples
@@ -418,11 +445,16 @@ def test_every_quick_check_passes_the_reference_with_probes_from_the_kernel_view
             assert hasattr(view, fn.__qualname__), f"{fn.__module__}.{fn.__qualname__} not in view"
             fn = getattr(view, fn.__qualname__)
             sent.append(fn.__qualname__)
-        args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))
+        args, kwargs = _FromView(io.BytesIO(remote._dumps_request((args, kwargs))), views).load()
         if target is not None and target.obj is remote._MISSING:
             raise NameError(f"name {target.__name__!r} is not defined")
         obj = target.obj if target is not None else None
-        data = remote.execute(fn, obj, target is not None, args, kwargs)
+        saved = {name: sys.modules[name] for name in views}
+        sys.modules.update(views)  # as in the kernel, where the views are the modules
+        try:
+            data = remote.execute(fn, obj, target is not None, args, kwargs)
+        finally:
+            sys.modules.update(saved)
         return remote._unpack(remote.handover.loads(data))
 
     monkeypatch.setattr(remote.LocalChannel, "request", request)

@@ -31,7 +31,7 @@ from grader.checks.common import (
     require,
 )
 from grader.runtime.course import reference
-from grader.runtime.remote import Recorded, attempt, student
+from grader.runtime.remote import Recorded, attempt, kernel_side, student
 from grader.runtime.simulate import SIM_MATMUL_TFLOPS, SIM_MISALIGNED_FRACTION, simulated_cuda
 
 ASSIGNMENT = "05_tensor_cores"
@@ -141,26 +141,31 @@ class _ConvNet(nn.Module):
         self.fc = nn.Linear(36, 16)
 
 
+@kernel_side
 def _build_case1() -> nn.Module:
     torch.manual_seed(0)
     return Case1()
 
 
+@kernel_side
 def _build_convnet() -> nn.Module:
     torch.manual_seed(0)
     return _ConvNet()
 
 
+@kernel_side
 def _build_linear64() -> nn.Module:
     torch.manual_seed(0)
     return nn.Linear(64, 64)
 
 
+@kernel_side
 def _build_transformer_layer() -> nn.Module:
     torch.manual_seed(0)
     return nn.TransformerEncoderLayer(60, 4, 100)
 
 
+@kernel_side
 def _build_nested() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Sequential(nn.Conv2d(8, 12, 1)), nn.Linear(16, 24))
@@ -262,21 +267,25 @@ def check_tensor_core_violations_hidden(tensor_core_violations) -> None:
 
 
 # --------------------------------------------------------------------------- pad_linear
+@kernel_side
 def _layer_10_5() -> nn.Linear:
     torch.manual_seed(10)
     return nn.Linear(10, 5)
 
 
+@kernel_side
 def _layer_16_3_no_bias() -> nn.Linear:
     torch.manual_seed(11)
     return nn.Linear(16, 3, bias=False)
 
 
+@kernel_side
 def _layer_bf16() -> nn.Linear:
     torch.manual_seed(12)
     return nn.Linear(50, 30).to(torch.bfloat16)
 
 
+@kernel_side
 def _layer_frozen() -> nn.Linear:
     torch.manual_seed(13)
     layer = nn.Linear(13, 7)
@@ -284,15 +293,18 @@ def _layer_frozen() -> nn.Linear:
     return layer
 
 
+@kernel_side
 def _layer_meta_vocab() -> nn.Linear:
     return nn.Linear(1024, 50257, device="meta")
 
 
+@kernel_side
 def _layer_9_9() -> nn.Linear:
     torch.manual_seed(14)
     return nn.Linear(9, 9)
 
 
+@kernel_side
 def _layer_cuda_fp16() -> nn.Linear:
     torch.manual_seed(15)
     return nn.Linear(100, 50).to("cuda", torch.float16)

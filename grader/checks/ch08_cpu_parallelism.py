@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from grader.checks.common import call_student, fail, not_attempted, passed, require
 from grader.runtime import handover
 from grader.runtime.course import reference
-from grader.runtime.remote import Recorded, attempt, outcome, student
+from grader.runtime.remote import Recorded, attempt, kernel_side, outcome, student
 
 ASSIGNMENT = "08_cpu_parallelism"
 #: The test cells' checks run in the grading process under autograde (grader.grading.judge).
@@ -46,11 +46,13 @@ class WorkerError(ValueError):
     """Raised on purpose inside a worker by the checks (a ValueError subclass)."""
 
 
+@kernel_side
 def square(x):
     """``x * x``: a task for the checks (module-level, so processes can unpickle it)."""
     return x * x
 
 
+@kernel_side
 def fail_on_three(x):
     """Return ``x``; raise :class:`WorkerError` for ``x == 3``."""
     if x == 3:
@@ -58,6 +60,7 @@ def fail_on_three(x):
     return x
 
 
+@kernel_side
 def timed_sleep(item):
     """Sleep ``item[1]`` seconds; return ``(item[0], pid, thread id, start, end)``.
 
@@ -289,6 +292,7 @@ def check_parallel_map_hidden(parallel_map) -> None:
     passed("parallel_map handles empty input, iterators, one worker and many items")
 
 
+@kernel_side
 def print_nothing(x):
     """Return None (a task without a result)."""
     return None

@@ -43,7 +43,7 @@ from grader.checks.common import (
 from grader.runtime import handover
 from grader.runtime.course import reference
 from grader.runtime.quiet import captured_stderr
-from grader.runtime.remote import Recorded, attempt, student
+from grader.runtime.remote import Recorded, attempt, kernel_side, student
 
 ASSIGNMENT = "09_compilation"
 #: The test cells' checks run in the grading process under autograde (grader.grading.judge).
@@ -513,6 +513,7 @@ def check_export_model_cuda(export_model) -> None:
 
 
 # --------------------------------------------------------------------------- compile_speedup
+@kernel_side
 def many_small_ops(x: torch.Tensor) -> torch.Tensor:
     """50 tiny elementwise ops: eager pays Python and dispatch (and, on a GPU, a kernel launch)
     for every one; compiled, they become one fused kernel."""
@@ -535,6 +536,7 @@ def warm_caches() -> None:
             compiled(torch.randn(n))
 
 
+@kernel_side
 def gelu_loop(x: torch.Tensor) -> torch.Tensor:
     """Six tanh-approximated GELUs with a residual, written op by op: 48 small ops."""
     for _ in range(6):

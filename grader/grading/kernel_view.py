@@ -10,7 +10,10 @@ expected values (01's ``_expected_simulated``), the checks themselves, their cas
 :func:`build` writes, for every module of ``grader/checks``, the **kernel's view**: the same
 module with only
 
-* its probes, every class (the models, datasets and recorders that travel to and from probes),
+* its probes, the functions marked ``@kernel_side`` (they travel to the kernel inside a
+  request's arguments; :func:`grader.runtime.remote.kernel_side`, whose pickler refuses any
+  other function of a checks module), every class (the models, datasets and recorders that
+  travel to and from probes),
   the names the course's notebooks import from it in their own cells (read from ``solutions/``:
   :func:`grader.grading.scan.course_imports`), the names the course's kernel-side modules take
   from it (the guard and the runtime: :data:`KERNEL_SIDE`), and its other top-level statements;
@@ -125,12 +128,25 @@ def _module_path(name: str) -> Path | None:
     return None
 
 
+def _marked(node: ast.stmt) -> bool:
+    """Whether a function is decorated ``@kernel_side`` (:func:`grader.runtime.remote.kernel_side`)."""
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        (isinstance(d, ast.Name) and d.id == "kernel_side")
+        or (isinstance(d, ast.Attribute) and d.attr == "kernel_side")
+        for d in node.decorator_list
+    )
+
+
 def _roots(module: _Module, notebook_imports: set[tuple[str, str]]) -> set[str]:
     roots = set()
     for node in module.tree.body:
-        if isinstance(node, ast.ClassDef) or (
-            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.name.startswith(PROBE_PREFIX)
+        if (
+            isinstance(node, ast.ClassDef)
+            or _marked(node)
+            or (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name.startswith(PROBE_PREFIX)
+            )
         ):
             roots.add(node.name)
         elif not isinstance(

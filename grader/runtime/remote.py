@@ -98,6 +98,44 @@ def _require_probe(fn: Callable) -> None:
         )
 
 
+def kernel_side(fn: Callable) -> Callable:
+    """Mark a module-level function of a checks module that travels to the student's kernel
+    inside a request's arguments (a task handed to the student's ``parallel_map``, a model
+    factory), so that the kernel's view of the checks keeps it
+    (:mod:`grader.grading.kernel_view`). Probes (``_probe...``) need no mark."""
+    fn.__kernel_side__ = True
+    return fn
+
+
+class _RequestPickler(pickle.Pickler):
+    """Pickles a request, refusing a function of a checks module that the kernel's view of the
+    checks would not hold (neither a probe nor marked :func:`kernel_side`)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type(_require_probe)):
+            module = getattr(obj, "__module__", "") or ""
+            name = getattr(obj, "__qualname__", "")
+            if (
+                module.startswith("grader.checks")
+                and not name.startswith("_probe")
+                and not getattr(obj, "__kernel_side__", False)
+            ):
+                raise TypeError(
+                    f"{module}.{name} is sent to the student's kernel but the kernel's view of "
+                    "the checks does not hold it: mark it @grader.runtime.remote.kernel_side"
+                )
+        return NotImplemented
+
+
+def _dumps_request(obj: Any) -> bytes:
+    """``pickle.dumps(obj)``, through :class:`_RequestPickler`."""
+    import io
+
+    out = io.BytesIO()
+    _RequestPickler(out).dump(obj)
+    return out.getvalue()
+
+
 def _unpack(reply: Any) -> Any:
     if not isinstance(reply, dict) or "ok" not in reply:
         raise handover.NotData("the kernel's answer is not a reply")
@@ -140,7 +178,7 @@ class LocalChannel:
         _require_probe(fn)
         # The kernel receives a pickled copy of the arguments; so does a local probe, so a
         # check cannot come to rely on seeing what the probe did to its arguments.
-        fn, args, kwargs = pickle.loads(pickle.dumps((fn, args, kwargs)))
+        fn, args, kwargs = pickle.loads(_dumps_request((fn, args, kwargs)))
         if target is not None and target.obj is _MISSING:
             raise NameError(f"name {target.__name__!r} is not defined")
         obj = target.obj if target is not None else None
@@ -353,7 +391,7 @@ def request_code(fn: Callable, target: str | None, args: tuple, kwargs: dict) ->
     """
     _require_probe(fn)
     nonce = secrets.token_hex(8)
-    payload = base64.b64encode(pickle.dumps((nonce, fn, target, args, kwargs))).decode()
+    payload = base64.b64encode(_dumps_request((nonce, fn, target, args, kwargs))).decode()
     return f"__import__('grader.runtime.remote').runtime.remote.serve({payload!r})", nonce
 
 

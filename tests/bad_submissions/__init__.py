@@ -267,7 +267,8 @@ CASES = [
     # ---------------------------------------------------------------- tampering
     Case(
         "patch_check",
-        "a wrong answer, and the grader's check replaced by one that always passes",
+        "a wrong answer, and the grader's check replaced by one that always passes (the check "
+        "runs in the grading process, and the kernel's view of the checks module holds no check)",
         code={
             "run_on_streams": WRONG_STREAMS + "\nimport grader.checks.ch03_streams as checks\n\n"
             "checks.check_run_on_streams = lambda *a, **k: print('OK: (fake)')\n"
@@ -275,7 +276,7 @@ CASES = [
         },
         exercises=("prefetch",),
         review=True,
-        says=("grader.checks.ch03_streams.check_run_on_streams replaced",),
+        says=("assigns to grader.checks.ch03_streams.check_run_on_streams",),
     ),
     Case(
         "patch_torch_testing",
