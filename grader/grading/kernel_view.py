@@ -26,7 +26,8 @@ real file and hides the checks' ``__pycache__`` folders and data files, so code 
 that imports a checks module, reads its source or unmarshals its bytecode finds no expected
 value. The grading process keeps the real modules.
 
-Uses only :mod:`ast` and the course's layout (:mod:`grader.runtime.course`).
+May import :mod:`grader.runtime.course` (the course's layout) and :mod:`grader.grading.scan`
+(the notebooks' own imports); parses the checks with :mod:`ast`, never imports them.
 """
 
 from __future__ import annotations
