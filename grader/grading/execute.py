@@ -495,23 +495,26 @@ class CourseExecute(Execute):
             if self.disk_bytes:
                 self._check_disk(tree)
 
-    def _disk_used(self, tree: list[psutil.Process]) -> quota.DiskUse:
-        found = quota.disk_usage(self.disk_paths, entries_limit=self.disk_entries + 1)
-        return found + quota.sandbox_tmpfs_usage(p.pid for p in tree[1:])
-
-    def _check_disk(self, tree: list[psutil.Process]) -> None:
-        """Stop the kernel past its disk quota (see the module docstring)."""
-        used = self._disk_used(tree)
+    def _over_quota(self, tmpfs_of: list[psutil.Process]) -> str:
+        """Why the kernel is past its disk quota ("" when it is not): its folders, plus the
+        sandbox's tmpfs mounts read through ``tmpfs_of`` (a running kernel's processes)."""
+        used = quota.disk_usage(self.disk_paths, entries_limit=self.disk_entries + 1)
+        used = used + quota.sandbox_tmpfs_usage(p.pid for p in tmpfs_of)
         grown = used.bytes - self._disk_base.bytes
-        if grown <= self.disk_bytes and used.complete and used.entries <= self.disk_entries:
-            return
         if grown > self.disk_bytes:
-            why = (
+            return (
                 f"wrote more than its {self.disk_bytes / 1e9:g} GB disk quota (its folder, home, "
                 f"/tmp and /dev/shm in all: {grown / 1e9:.2f} GB)"
             )
-        else:
-            why = f"created more than {self.disk_entries} files (its disk quota)"
+        if not used.complete or used.entries > self.disk_entries:
+            return f"created more than {self.disk_entries} files (its disk quota)"
+        return ""
+
+    def _check_disk(self, tree: list[psutil.Process]) -> None:
+        """Stop the kernel past its disk quota (see the module docstring)."""
+        why = self._over_quota(tree[1:])
+        if not why:
+            return
         self._killed_for_disk = f"{why}: the kernel was stopped and what it wrote removed"
         kill_processes(tree[::-1], wait_s=5)
         self._remove_written()
@@ -522,15 +525,11 @@ class CourseExecute(Execute):
         in the notebook's metadata (:data:`DISK_NOTE`), which the grading report reads."""
         if not self.disk_bytes or self._disk_base is None:
             return
-        used = quota.disk_usage(self.disk_paths, entries_limit=self.disk_entries + 1)
-        grown = used.bytes - self._disk_base.bytes
-        if grown <= self.disk_bytes and used.complete and used.entries <= self.disk_entries:
+        why = self._over_quota([])
+        if not why:
             return
         self._remove_written()
-        self.nb.metadata[DISK_NOTE] = (
-            f"its folder held {grown / 1e9:.2f} GB when its kernel ended, more than its "
-            f"{self.disk_bytes / 1e9:g} GB disk quota: what it wrote there was removed"
-        )
+        self.nb.metadata[DISK_NOTE] = f"when its kernel ended, it {why}: what it wrote was removed"
 
     def _remove_written(self) -> None:
         """Remove what the kernel added to the notebook's folder since grading began (its home

@@ -281,10 +281,7 @@ def _render(module: _Module, modules: dict[str, _Module]) -> str:
                 body.append(ast.ImportFrom(module=node.module, names=names, level=node.level))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             body.append(node)
-        elif _bound_names(node) and not isinstance(node, ast.AugAssign):
-            if any(n in module.keep for n in _bound_names(node)):
-                body.append(node)
-        elif isinstance(node, ast.AugAssign):
+        elif _bound_names(node):  # a def, class or assignment: kept when a kept name is bound
             if any(n in module.keep for n in _bound_names(node)):
                 body.append(node)
         else:

@@ -133,12 +133,14 @@ class JobGroup:
         made: Every folder made, innermost first (removed by :meth:`remove`).
     """
 
-    def __init__(self, processes: int, cpu_dirs, kernel_dirs, made) -> None:
+    def __init__(self, processes: int, cpu_dirs, kernel_dirs, made, home_dirs) -> None:
         self.processes = processes
+        #: the groups the grading process leaves the job's for (:meth:`remove`)
+        self.home_dirs: list[Path] = list(home_dirs)
         self.cpu_dirs: list[Path] = list(cpu_dirs)
         self.kernel_dirs: list[Path] = list(kernel_dirs)
         self.made: list[Path] = list(made)
-        self._left: list[Path] = []
+        self._joined = False
 
     @classmethod
     def create(
@@ -178,7 +180,7 @@ class JobGroup:
             made.insert(0, folder)
             found[controller] = folder
         (found["pids"] / "pids.max").write_text(str(processes))
-        return cls(processes, [found["cpu"]], [found["pids"]], made)
+        return cls(processes, [found["cpu"]], [found["pids"]], made, [found["cpu"].parent])
 
     @classmethod
     def _create_v2(cls, name, processes, parent, made) -> JobGroup | None:
@@ -194,15 +196,15 @@ class JobGroup:
             folder.mkdir()
             made.insert(0, folder)
         (kernel / "pids.max").write_text(str(processes))
-        return cls(processes, [grading], [kernel], made)
+        return cls(processes, [grading], [kernel], made, [parent])
 
     def join(self, pid: int | None = None) -> None:
-        """Move the grading process (``pid``, default this one) into the job's CPU group;
-        remember where it was, for :meth:`remove`."""
+        """Move the grading process (``pid``, default this one) into the job's CPU group
+        (:meth:`remove` moves this process back to :attr:`home_dirs`)."""
         pid = pid or os.getpid()
         for folder in self.cpu_dirs:
-            self._left.append(folder.parent if folder.name != "grading" else folder.parent.parent)
             (folder / "cgroup.procs").write_text(str(pid))
+        self._joined = pid == os.getpid()
 
     def kernel_procs(self) -> list[str]:
         """The files a kernel's launcher writes its pid to (``cgroup.procs`` of the kernel's
@@ -223,7 +225,7 @@ class JobGroup:
     def remove(self) -> None:
         """Leave the groups and remove them (best effort: a group that still holds a process
         stays, and is empty once that process ends)."""
-        for parent in self._left:
+        for parent in self.home_dirs if self._joined else []:
             with contextlib.suppress(OSError):
                 (parent / "cgroup.procs").write_text(str(os.getpid()))
         for folder in self.made:

@@ -152,15 +152,11 @@ def _imports_of(source: str) -> set[tuple[str, str]]:
     return found
 
 
+@functools.cache
 def course_imports(assignment: str) -> frozenset[tuple[str, str]]:
     """What the assignment's own notebook (``solutions/``: its given code, demos and reference
     answers; not its test cells, which nbgrader restores) imports from the course's package:
     the only imports of ``grader`` a student's cell makes without being flagged."""
-    return _course_imports(assignment)
-
-
-@functools.cache
-def _course_imports(assignment: str) -> frozenset[tuple[str, str]]:
     nb = course.read(course.source_path(assignment))
     found: set[tuple[str, str]] = set()
     for cell in nb.cells:
