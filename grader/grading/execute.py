@@ -59,10 +59,10 @@ import psutil
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, List, Unicode
+from traitlets import Bool, Enum, Integer, List, Unicode
 
 from grader.checks.common import CUDA_SUFFIX
-from grader.grading import judge, quota
+from grader.grading import judge, quota, report
 from grader.grading.sandbox import SandboxKernelManager
 from grader.runtime import remote
 
@@ -226,6 +226,14 @@ class CourseExecute(Execute):
     ).tag(config=True)
     disk_entries = Integer(
         200_000, help="Kill the kernel when it has made more files than this (with disk_bytes)"
+    ).tag(config=True)
+
+    shutdown_kernel = Enum(
+        ["graceful", "immediate"],
+        default_value="immediate",
+        help="How a kernel is stopped once its notebook is done: killed at once (nbclient's "
+        "default, graceful, asks it to stop and waits about a second for it to; nothing the "
+        "grading reads comes from a kernel's exit)",
     ).tag(config=True)
 
     def __init__(self, *args, **kwargs):
@@ -601,9 +609,11 @@ class CourseExecute(Execute):
         cells = self.nb.cells
         while index < len(cells):
             stop = threading.Event()
+            began = time.monotonic()
             with self.setup_kernel():
                 try:
                     info = self.wait_for_reply(self.kc.kernel_info())
+                    report.STOPWATCH.add("kernel start", time.monotonic() - began)
                     self._disk_baseline()
                     if self.memory_bytes or self.disk_bytes:
                         watch = threading.Thread(target=self._watch, args=(stop,), daemon=True)
@@ -612,7 +622,8 @@ class CourseExecute(Execute):
                     if restarts:
                         try:
                             with self._gpu_turn(nbformat.v4.new_code_cell()):  # a shared turn
-                                self._replay(index)
+                                with report.STOPWATCH.timing("cells"):
+                                    self._replay(index)
                         except GpuBusy as busy:
                             self._not_run(index, str(busy))
                             index = len(cells)
@@ -633,9 +644,16 @@ class CourseExecute(Execute):
                                 and self._is_test_cell(cell)
                                 and judge.judged_here(cell.source)
                             ):
-                                self._judge(cell, index)
+                                began = time.monotonic()
+                                try:
+                                    self._judge(cell, index)
+                                finally:
+                                    report.STOPWATCH.add("checks", time.monotonic() - began)
+                                    report.STOPWATCH.checks[
+                                        cell.metadata.get("nbgrader", {}).get("grade_id") or ""
+                                    ] = round(time.monotonic() - began, 2)
                             else:
-                                with self._gpu_turn(cell):
+                                with self._gpu_turn(cell), report.STOPWATCH.timing("cells"):
                                     self.preprocess_cell(cell, self.resources, index)
                         except GpuBusy as busy:
                             cell.outputs = []

@@ -51,7 +51,15 @@ from traitlets.config import Config
 from grader.checks.common import GRADING_ENV
 from grader.grading import kernel_view
 from grader.grading.config import course_config
-from grader.grading.job import ALIAS, PARENT_ENV, PRIVATE_TMP_ENV, is_alive, kill_tree, run_forked
+from grader.grading.job import (
+    ALIAS,
+    PARENT_ENV,
+    PRIVATE_TMP_ENV,
+    STARTED_ENV,
+    is_alive,
+    kill_tree,
+    run_forked,
+)
 from grader.grading.options import GradingOptions
 from grader.grading.release import generate
 from grader.grading.report import Result, format_summary, write_report_csv
@@ -116,10 +124,16 @@ def job_folder_name(student: str, assignment: str) -> str:
 
 # --------------------------------------------------------------------------- a class
 def _seed_caches(aids: list[str], root: Path) -> Path | None:
-    """Warm compiler caches once for the class: a chapter module may define ``warm_caches()``
-    (09's compiles what its checks compile). Each job copies the result into its own kernel's
-    folder, so no submission can alter what another one reads. Returns the seed's home folder,
-    or None when no assignment needs one or warming failed (grading is then only slower)."""
+    """Warm compiler caches once for the class, in a trusted process of its own: a chapter
+    module may define ``warm_caches()`` (what its notebook and checks compile: 09's Inductor
+    programs, 12's notebook kernels), and for those assignments the reference solution is
+    then graded in that process (:func:`grader.grading.judge.run_test_cells`), so Inductor's
+    and Triton's caches also hold what the checks compile of the reference: a submission that
+    compiles the same kernel or graph reads it back instead of compiling it again (12's
+    kernels for sm_90 and sm_80 take 5 to 15 s each on 2 cores when cold). Each job copies the
+    result into its own kernel's folder, so no submission can alter what another one reads.
+    Returns the seed's home folder, or None when no assignment needs one or warming failed
+    (grading is then only slower)."""
     import importlib
 
     needed = [
@@ -138,7 +152,10 @@ def _seed_caches(aids: list[str], root: Path) -> Path | None:
         TORCHINDUCTOR_CACHE_DIR=str(cache / "torchinductor"),
         TRITON_CACHE_DIR=str(cache / "triton"),
     )
-    code = "; ".join(f"import grader.checks.ch{a} as m; m.warm_caches()" for a in needed)
+    code = "from grader.grading import judge; " + "; ".join(
+        f"import grader.checks.ch{a} as m; m.warm_caches(); judge.run_test_cells({a!r}, None)"
+        for a in needed
+    )
     try:
         subprocess.run(
             [sys.executable, "-c", code], env=env, cwd=root, check=True, capture_output=True,
@@ -266,6 +283,7 @@ def run_job_process(job_file: Path, timeout_s: float) -> dict:
             # this process's private temporary folder (mode 0700), where the fork server's
             # socket is: the job puts its kernel sockets there too and hides it from kernels
             PRIVATE_TMP_ENV: multiprocessing.util.get_temp_dir(),
+            STARTED_ENV: repr(time.time()),
         },
     )
     if _STOPPING.is_set():

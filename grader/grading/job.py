@@ -53,7 +53,7 @@ from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 
 from grader.checks.common import GRADING_ENV
-from grader.grading import guard, intake, kernel_view, quota, sandbox, scan
+from grader.grading import guard, intake, kernel_view, quota, report, sandbox, scan
 from grader.grading.config import course_config, scripts_on_path
 from grader.grading.execute import DISK_NOTE, kill_processes
 from grader.grading.isolation import IsolationPolicy
@@ -66,6 +66,8 @@ PARENT_ENV = "GRADER_COMMAND_PID"
 #: Environment variable naming the command's private temporary folder (the fork server's socket
 #: is there): the job makes its kernel's socket folder inside it, and kernels never see it.
 PRIVATE_TMP_ENV = "GRADER_PRIVATE_TMP"
+#: Environment variable holding the time (``time.time()``) the command started a grading process.
+STARTED_ENV = "GRADER_JOB_STARTED"
 #: The student id inside a job's private course (the real one is put back by the class run).
 ALIAS = "student"
 #: Error names a CourseExecute writes into a cell (see grader.grading.execute).
@@ -209,12 +211,18 @@ def run_job(job_file: str | Path) -> dict:
     result = Result(student, aid, "graded", digest=job["digest"])
     result.isolation = sandbox.isolation_label(options.isolate)
     start = time.monotonic()
+    report.STOPWATCH = watch = report.Stopwatch()
+    try:
+        watch.add("start", time.time() - float(os.environ.get(STARTED_ENV) or time.time()))
+    except ValueError:
+        pass
     try:
         _grade_job(job, options, result)
     except Exception as exc:  # noqa: BLE001 - any failure is this submission's result
         result.status = "failed"
         result.notes.append(f"grading failed: {type(exc).__name__}: {exc}"[:500])
     result.seconds = round(time.monotonic() - start, 1)
+    result.phases, result.check_seconds = watch.rounded(), dict(watch.checks)
     payload = asdict(result)
     Path(job["result"]).write_text(json.dumps(payload, indent=1))
     return payload
@@ -276,13 +284,15 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     # the student copy the class run generated beside this assignment's template gradebook
     release = Path(job["template_db"]).parent / "release" / aid / f"{aid}.ipynb"
     release = release if release.is_file() else None  # else generated here from solutions/
-    taken = intake.take_in(Path(job["submission"]), aid, release)
-    result.notes += taken.notes
-    result.review += taken.review
-    if taken.notebook is None:
-        result.status = "missing"
-        return
-    result.review += [f"code: {f}" for f in scan.scan_notebook(taken.notebook, aid, release)]
+    with report.STOPWATCH.timing("intake"):
+        taken = intake.take_in(Path(job["submission"]), aid, release)
+        result.notes += taken.notes
+        result.review += taken.review
+        if taken.notebook is None:
+            result.status = "missing"
+            return
+        result.review += [f"code: {f}" for f in scan.scan_notebook(taken.notebook, aid, release)]
+    began = time.monotonic()
 
     sub_dir = job_dir / "submitted" / ALIAS / aid
     sub_dir.mkdir(parents=True, exist_ok=True)
@@ -297,6 +307,7 @@ def _grade_job(job: dict, options: GradingOptions, result: Result) -> None:
     group = quota.JobGroup.create(f"gpu-course-{os.getpid()}", options.processes)
     if group is not None:
         group.join()
+    report.STOPWATCH.add("setup", time.monotonic() - began)
     try:
         _grade_in_quota(job, options, result, private, user, group)
     finally:
@@ -325,6 +336,7 @@ def _kernel_view(job: dict, job_dir: Path) -> dict[str, str]:
 def _grade_in_quota(job, options, result, private, user, group) -> None:
     """Grade the taken-in notebook with the job's user and control groups (see
     :mod:`grader.grading.quota`)."""
+    watch, began = report.STOPWATCH, time.monotonic()
     aid = result.assignment
     job_dir, work = Path(job["job_dir"]), Path(job["work"])
     autograded = job_dir / "autograded" / ALIAS / aid
@@ -361,12 +373,18 @@ def _grade_in_quota(job, options, result, private, user, group) -> None:
     config = _job_config(job, aid, options, policy, sandbox_file)
     config.CourseExecute.executed_log = str(executed_log)
     os.environ[GRADING_ENV] = "1"
+    watch.add("setup", time.monotonic() - began)
+    in_kernels = sum(watch.seconds.get(p, 0.0) for p in ("kernel start", "cells", "checks"))
+    began = time.monotonic()
     try:
         api = NbGraderAPI(CourseDirectory(config=config), config=config)
         outcome = api.autograde(aid, ALIAS, force=True, create=True)
     finally:
         audit.close()
         shutil.rmtree(sockets, ignore_errors=True)
+        kernels = sum(watch.seconds.get(p, 0.0) for p in ("kernel start", "cells", "checks"))
+        watch.add("nbgrader", time.monotonic() - began - (kernels - in_kernels))
+    began = time.monotonic()
     if not outcome.get("success"):
         lines = (outcome.get("error") or outcome.get("log") or "").strip().splitlines()
         raise RuntimeError("nbgrader autograde failed: " + " | ".join(lines[-4:]))
@@ -384,6 +402,7 @@ def _grade_in_quota(job, options, result, private, user, group) -> None:
         for r in records
         if r.get("kind") not in ("installed", "cell")
     ]
+    watch.add("report", time.monotonic() - began)
 
 
 def _read_scores(db: Path, aid: str, student: str, result: Result) -> None:

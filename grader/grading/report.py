@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,11 +34,60 @@ class Result:
     isolation: str = ""
     deferred: list[str] = field(default_factory=list)  # test cells left to another machine
     timestamp: str = ""  # the submission's timestamp (nbgrader's timestamp.txt), or ""
+    phases: dict[str, float] = field(default_factory=dict)  # where the seconds went (PHASES)
+    check_seconds: dict[str, float] = field(default_factory=dict)  # test cell's grade id -> s
 
     @property
     def flagged(self) -> bool:
         """True when a person should look at the submission before trusting its score."""
         return bool(self.review)
+
+
+#: The phases of one submission's grading that :class:`Stopwatch` times (s), in order:
+#: ``start`` the grading process's start (the fork, until the job runs); ``intake`` taking the
+#: notebook in and scanning its code; ``setup`` the private course, user, control groups and
+#: sandbox files; ``nbgrader`` nbgrader's own work (its database, the converters), which is what
+#: ``autograde`` took beyond the kernels; ``kernel start`` starting the sandboxed kernels until
+#: they answer (a fresh Python, ipykernel and the guard); ``cells`` the notebook's own cells in
+#: the kernel (the student's code and the demos, the first import of torch included);
+#: ``checks`` the test cells, judged in the grading process with requests to the kernel;
+#: ``report`` reading the scores, outputs and audit log back.
+PHASES = ("start", "intake", "setup", "nbgrader", "kernel start", "cells", "checks", "report")
+
+
+class Stopwatch:
+    """Seconds per phase of one grading process (see :data:`PHASES`); one per process."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.checks: dict[str, float] = {}  # a judged test cell's grade id -> s
+
+    def add(self, phase: str, seconds: float) -> None:
+        """Count ``seconds`` more against ``phase``.
+
+        Raises:
+            ValueError: ``phase`` is not one of :data:`PHASES`.
+        """
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}: one of {', '.join(PHASES)}")
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
+
+    @contextmanager
+    def timing(self, phase: str):
+        """Time the ``with`` block against ``phase``."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(phase, time.monotonic() - began)
+
+    def rounded(self) -> dict[str, float]:
+        """The phases timed so far, in :data:`PHASES` order, to 0.01 s."""
+        return {p: round(self.seconds[p], 2) for p in PHASES if p in self.seconds}
+
+
+#: This process's stopwatch (a grading process grades one submission).
+STOPWATCH = Stopwatch()
 
 
 def shown(name: str) -> str:

@@ -284,14 +284,54 @@ def _kept(name: str) -> bool:
 
 
 def fresh_home(settings: SandboxSettings) -> Path:
-    """Make the kernel's home anew (emptied, then the warm caches copied in); return it."""
+    """Make the kernel's home anew (emptied, then the warm caches copied in, Triton's made to
+    point at the copy: :func:`relocate_triton_cache`); return it."""
     home = Path(settings.staging) / "home"
     if home.exists():
         shutil.rmtree(home, ignore_errors=True)
     if settings.seed_home and Path(settings.seed_home).is_dir():
         shutil.copytree(settings.seed_home, home, symlinks=False, dirs_exist_ok=True)
+        relocate_triton_cache(
+            Path(settings.seed_home) / ".cache" / "triton", home / ".cache" / "triton"
+        )
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def relocate_triton_cache(old: Path, new: Path) -> int:
+    """Make a copy of Triton's cache at ``new`` (of the one at ``old``) read back by Triton.
+
+    Triton keeps, beside each compiled kernel, a group file (``__grp__<kernel>.json``) that
+    names the kernel's files by absolute path (``triton/runtime/cache.py``,
+    ``FileCacheManager.put_group``); a copied cache still names the original's files, which a
+    sandboxed kernel cannot see, so every kernel would be compiled again. The paths under
+    ``old`` are rewritten to the same files under ``new``; other paths are left as they are.
+
+    Returns:
+        The number of group files rewritten (0 where ``new`` is not a folder).
+    """
+    old_root, rewritten = str(old), 0
+    if not new.is_dir():
+        return 0
+    for group_file in new.glob("*/__grp__*.json"):
+        try:
+            group = json.loads(group_file.read_text())
+            paths = group["child_paths"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not Triton's layout: left for Triton to ignore
+        if not isinstance(paths, dict):
+            continue
+        moved = {
+            name: str(new / Path(path).relative_to(old_root))
+            if isinstance(path, str) and Path(path).is_relative_to(old_root)
+            else path
+            for name, path in paths.items()
+        }
+        if moved != paths:
+            group["child_paths"] = moved
+            group_file.write_text(json.dumps(group))
+            rewritten += 1
+    return rewritten
 
 
 def kernel_environment(settings: SandboxSettings, parent: dict | None = None) -> dict[str, str]:
