@@ -16,7 +16,7 @@ import os
 import platform
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -38,6 +38,10 @@ class Run:
     speedup: float
     ok: bool
     engine: str = "local"
+    assignment: str = ""
+    #: mean seconds per submission in each phase (grader.grading.report.PHASES), and "class"
+    #: for the command's own work per submission (the wall time no submission accounts for)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def build_class(assignment: str, students: int, folder: Path) -> None:
@@ -90,11 +94,37 @@ def run(
             wall = time.perf_counter() - start
             ok = len(results) == students and all(r.status == "graded" for r in results)
             base = rows[0].wall_s if rows else wall
-            rows.append(Run(students, n, wall, wall / students, base / wall, ok))
+            rows.append(
+                Run(students, n, wall, wall / students, base / wall, ok,
+                    assignment=assignment, phases=mean_phases(results, wall, n))
+            )  # fmt: skip
         if ray_nodes:
             rows.append(
                 _ray_run(assignment, students, submitted, Path(tmp), ray_nodes, rows, options)
             )
+    return rows
+
+
+def mean_phases(results: list, wall_s: float, jobs: int) -> dict[str, float]:
+    """Mean seconds per submission in each phase of ``results`` (their ``phases``), and
+    ``"class"``: what the command spent beyond the submissions' own time (its start, the
+    class's seed and templates, writing the gradebook), per submission."""
+    if not results:
+        return {}
+    phases: dict[str, float] = {}
+    for r in results:
+        for phase, seconds in (r.phases or {}).items():
+            phases[phase] = phases.get(phase, 0.0) + seconds / len(results)
+    own = sum(r.seconds + (r.phases or {}).get("start", 0.0) for r in results)
+    phases["class"] = max(0.0, wall_s * jobs - own) / len(results)
+    return {k: round(v, 2) for k, v in phases.items()}
+
+
+def run_all(assignments: list[str], students: int, jobs: list[int], **options) -> list[Run]:
+    """:func:`run` for each assignment in turn (no Ray run); the rows of all of them."""
+    rows: list[Run] = []
+    for assignment in assignments:
+        rows += run(assignment, students, jobs, **options)
     return rows
 
 
@@ -126,7 +156,10 @@ def _ray_run(assignment, students, submitted, tmp, nodes, rows, options) -> Run:
         cluster.shutdown()
     ok = len(results) == students and all(r.status == "graded" for r in results)
     base = rows[0].wall_s if rows else wall
-    return Run(students, nodes, wall, wall / students, base / wall, ok, engine="ray")
+    return Run(
+        students, nodes, wall, wall / students, base / wall, ok, engine="ray",
+        assignment=assignment, phases=mean_phases(results, wall, nodes),
+    )  # fmt: skip
 
 
 def format_rows(rows: list[Run], assignment: str) -> str:
@@ -172,6 +205,91 @@ def extrapolate(rows: list[Run], students: int = 5000, notebooks: int = 11) -> s
         )
     lines.append(". Notebooks with long CUDA or compile checks cost more; measure one class first.")
     return "".join(lines)
+
+
+def _machine() -> str:
+    import torch
+
+    return (
+        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"{'a CUDA GPU' if torch.cuda.is_available() else 'no GPU'}, torch {torch.__version__}"
+    )
+
+
+def format_table(rows: list[Run]) -> str:
+    """A Markdown table, one row per assignment: seconds per submission at each ``--jobs``
+    value (the class's wall time over its size), and where one submission's time went at the
+    first ``--jobs`` value (mean seconds per phase, :data:`grader.grading.report.PHASES`)."""
+    from grader.grading.report import PHASES
+
+    by_aid: dict[str, list[Run]] = {}
+    for r in rows:
+        if r.engine == "local":
+            by_aid.setdefault(r.assignment, []).append(r)
+    jobs = sorted({r.jobs for rs in by_aid.values() for r in rs})
+    shown = [p for p in PHASES if p != "start"] + ["class"]
+    head = (
+        ["assignment"]
+        + [f"s per submission, {j} at a time" for j in jobs]
+        + [f"{p} (s)" for p in shown]
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for aid, runs in by_aid.items():
+        per = {r.jobs: r for r in runs}
+        first = runs[0]
+        cells = [aid] + [
+            (f"{per[j].per_student_s:.1f}" + ("" if per[j].ok else " (not all graded)"))
+            if j in per
+            else ""
+            for j in jobs
+        ]
+        phases = dict(first.phases)
+        phases["kernel start"] = phases.get("kernel start", 0.0) + phases.get("start", 0.0)
+        cells += [f"{phases.get(p, 0.0):.1f}" for p in shown]
+        lines.append("| " + " | ".join(cells) + " |")
+    students = rows[0].students if rows else 0
+    for j in jobs:
+        values = sorted(r.per_student_s for rs in by_aid.values() for r in rs if r.jobs == j)
+        if values:
+            mid = len(values) // 2
+            median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+            lines.append(
+                f"\nMedian at {j} at a time: {median:.1f} s per submission; slowest "
+                f"{values[-1]:.1f} s."
+            )
+    lines.append(
+        f"\n{students} submissions per assignment (the reference, the correct alternatives and "
+        f"the mistakes of grader/samples, cycled), graded with the sandbox on; {_machine()}; "
+        f"{date.today().isoformat()}. The phases are one submission's mean at {jobs[0] if jobs else 1} "
+        "at a time (kernel start includes the grading process's own start); class is the "
+        "command's own work per submission (its start, the class's compile-cache seed and "
+        "templates, the gradebook)."
+    )
+    return "\n".join(lines)
+
+
+#: The markers around the table :func:`write_readme` replaces.
+README_BEGIN = "<!-- benchmark-table: python -m grader benchmark --assignment all --readme -->"
+README_END = "<!-- /benchmark-table -->"
+
+
+def write_readme(rows: list[Run], readme: Path) -> Path:
+    """Replace the text between :data:`README_BEGIN` and :data:`README_END` in ``readme``
+    with :func:`format_table` of ``rows``.
+
+    Raises:
+        ValueError: the markers are not both in the file, in that order.
+    """
+    text = Path(readme).read_text()
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(
+            f"{readme} has no {README_BEGIN!r} ... {README_END!r} block: add the two lines "
+            "where the table goes"
+        )
+    body = text[: start + len(README_BEGIN)] + "\n" + format_table(rows) + "\n" + text[end:]
+    Path(readme).write_text(body)
+    return Path(readme)
 
 
 def write_json(rows: list[Run], assignment: str, path: Path) -> Path:
