@@ -37,6 +37,7 @@ XDIST_GROUPS = {
 XDIST_FIXTURE_GROUPS = {
     ("test_nbgrader_flow.py", "flow"): "classes",
     ("test_nbgrader_flow.py", "foreign"): "classes",
+    ("test_nbgrader_flow.py", "foreign_alternatives"): "classes",
 }
 
 

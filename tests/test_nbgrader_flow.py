@@ -119,14 +119,21 @@ def test_the_student_fetches_feedback(flow):
 
 # ------------------------------------------------------- an nbgrader course that is not ours
 FOREIGN_COURSE = "an-existing-course"
-#: The students of that course, each with a submission of every assignment: the blank copy, the
-#: reference solution and ``alternative_1`` of the sample class (``samples.demo_class``: one
-#: correct sample of each exercise that has one, written differently from the reference).
-FOREIGN_STUDENTS = ("blank", "reference", "alternative_1")
+#: The students of that course in the full command, each with a submission of every
+#: assignment: the blank copy and the reference solution. A third, ``alternative_1`` of the
+#: sample class (``samples.demo_class``: one correct sample of each exercise that has one,
+#: written differently from the reference), is graded in a course of its own under the
+#: ``whole_class`` marker (:func:`foreign_alternatives`).
+FOREIGN_STUDENTS = ("blank", "reference")
 
 
-def foreign_course(root: Path, assignments: list[str], sources: dict[str, Path] | None = None):
-    """Grade ``FOREIGN_STUDENTS``' submissions of ``assignments`` in an nbgrader course of an
+def foreign_course(
+    root: Path,
+    assignments: list[str],
+    sources: dict[str, Path] | None = None,
+    students: tuple[str, ...] = FOREIGN_STUDENTS,
+):
+    """Grade ``students``' submissions of ``assignments`` in an nbgrader course of an
     instructor's own at ``root``, with a minimal configuration: none of the course's
     preprocessors, so test cells run in the student's kernel and nbgrader scores them from their
     outputs, as plain nbgrader does. The only setting beside the course's id and root is the cell
@@ -170,7 +177,7 @@ def foreign_course(root: Path, assignments: list[str], sources: dict[str, Path] 
     for aid in assignments:
         shutil.copytree(course.source_path(aid).parent, root / "source" / aid)
         for st in samples.demo_class([aid]):
-            if st.name in FOREIGN_STUDENTS:
+            if st.name in students:
                 submissions[st.name, aid] = st.notebooks[aid]
     for aid, folder in (sources or {}).items():
         shutil.copytree(folder, root / "source" / aid)
@@ -266,12 +273,22 @@ def _stderr_selftest(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory):
     """Every notebook added to an nbgrader course of the instructor's own (``foreign_course``):
-    a blank copy, the reference and a correct alternative of each, and the stderr self-test
-    (:data:`SELFTEST`), autograded by one plain ``nbgrader autograde``."""
+    a blank copy and the reference of each, and the stderr self-test (:data:`SELFTEST`),
+    autograded by one plain ``nbgrader autograde``."""
     root = tmp_path_factory.mktemp("foreign")
     selftest = _stderr_selftest(tmp_path_factory.mktemp("selftest") / SELFTEST)
     proc = foreign_course(root, course.assignments(), {SELFTEST: selftest})
     (root / "autograde.log").write_text(proc.stdout + proc.stderr)  # to read after a failure
+    return {"root": root, "proc": proc}
+
+
+@pytest.fixture(scope="module")
+def foreign_alternatives(tmp_path_factory):
+    """A correct alternative of every notebook in a foreign course of its own (the
+    ``whole_class`` tier: about 4 minutes on 2 cores)."""
+    root = tmp_path_factory.mktemp("foreign-alternatives")
+    proc = foreign_course(root, course.assignments(), students=("alternative_1",))
+    (root / "autograde.log").write_text(proc.stdout + proc.stderr)
     return {"root": root, "proc": proc}
 
 
@@ -356,13 +373,24 @@ def assert_every_point(root: Path, aid: str, student: str, grades: dict) -> None
 
 
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("student", ["reference", "alternative_1"])
 @pytest.mark.parametrize("aid", course.assignments())
-def test_a_correct_answer_gets_every_point_under_any_nbgrader_configuration(foreign, aid, student):
-    """The reference and a correct alternative of each assignment, graded by plain nbgrader,
-    which scores a cell 0 when it writes anything to stderr: no check, demo helper or rank
-    launcher a test cell calls writes there for a correct answer (grader.runtime.quiet)."""
-    assert_every_point(foreign["root"], aid, student, _foreign_grades(foreign, aid, student))
+def test_a_correct_answer_gets_every_point_under_any_nbgrader_configuration(foreign, aid):
+    """The reference of each assignment, graded by plain nbgrader, which scores a cell 0 when
+    it writes anything to stderr: no check, demo helper or rank launcher a test cell calls
+    writes there for a correct answer (grader.runtime.quiet)."""
+    grades = _foreign_grades(foreign, aid, "reference")
+    assert_every_point(foreign["root"], aid, "reference", grades)
+
+
+@pytest.mark.whole_class
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("aid", course.assignments())
+def test_a_correct_alternative_gets_every_point_under_any_nbgrader_configuration(
+    foreign_alternatives, aid
+):
+    """The same for a correct alternative of each assignment (answers written differently)."""
+    grades = _foreign_grades(foreign_alternatives, aid, "alternative_1")
+    assert_every_point(foreign_alternatives["root"], aid, "alternative_1", grades)
 
 
 def test_a_check_that_writes_one_line_to_stderr_fails_the_correct_answer_test(foreign):

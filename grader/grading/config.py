@@ -14,6 +14,7 @@ nbgrader's release/fetch/submit/collect commands pass assignments.
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 import warnings
@@ -76,6 +77,7 @@ def course_config(work: Path | None = None, submitted: Path | None = None) -> Co
     Returns:
         A traitlets Config for ``NbGraderAPI`` and nbgrader's apps.
     """
+    use_alembic_in_process()  # each new gradebook: no `alembic` process (alembic_head)
     work = Path(work or course.WORK).resolve()
     c = Config()
     c.CourseDirectory.course_id = COURSE_ID
@@ -103,6 +105,38 @@ def course_config(work: Path | None = None, submitted: Path | None = None) -> Co
         *course.WRITTEN_FILES,
     ]
     return c
+
+
+@functools.cache
+def alembic_head() -> str:
+    """The revision nbgrader stamps a new gradebook with, read in this process.
+
+    ``nbgrader.api.get_alembic_version`` runs ``alembic heads`` for every gradebook it creates
+    (the class's and each assignment's template: a fresh Python of about 4 s on 2 cores each);
+    this reads the same revision from nbgrader's own migration scripts with alembic's API
+    (``ScriptDirectory.get_heads``), once per process. With other than exactly one head it
+    asks the command, as nbgrader does.
+    """
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+    from nbgrader import api
+
+    with api._temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+        heads = ScriptDirectory.from_config(AlembicConfig(ini)).get_heads()
+    return heads[0] if len(heads) == 1 else _NBGRADER_ALEMBIC_VERSION()
+
+
+_NBGRADER_ALEMBIC_VERSION = None  # nbgrader's own, kept by use_alembic_in_process
+
+
+def use_alembic_in_process() -> None:
+    """Make nbgrader stamp new gradebooks with :func:`alembic_head` (in this process)."""
+    global _NBGRADER_ALEMBIC_VERSION
+    from nbgrader import api
+
+    if api.get_alembic_version is not alembic_head:
+        _NBGRADER_ALEMBIC_VERSION = api.get_alembic_version
+        api.get_alembic_version = alembic_head
 
 
 def scripts_on_path() -> None:

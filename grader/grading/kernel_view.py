@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -316,14 +317,53 @@ def bytecode_folders() -> list[Path]:
     return sorted(p for p in checks_folder().rglob("__pycache__") if p.is_dir())
 
 
+def inputs_digest() -> str:
+    """A digest of everything :func:`views` reads: the course's Python modules (the checks,
+    the runtime and guard names they keep, this module) and its source notebooks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    files = sorted(course.PACKAGE.rglob("*.py")) + sorted(course.SOLUTIONS.rglob("*.ipynb"))
+    for path in files:
+        if "__pycache__" in path.parts or course.WORK in path.parents:
+            continue
+        digest.update(str(path.relative_to(course.REPO)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def cached_views(cache: Path | None = None) -> dict[Path, str]:
+    """:func:`views`, kept in ``cache`` (default ``grader/work/.cache``, which kernels never
+    see) under :func:`inputs_digest`: the views are built once per version of the course (about
+    3 s on 2 cores), not once per class. A cache that cannot be read or written is ignored."""
+    import json
+
+    folder = Path(cache or course.WORK / ".cache")
+    file = folder / f"kernel_view-{inputs_digest()}.json"
+    try:
+        return {Path(k): v for k, v in json.loads(file.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        pass
+    made = views()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = file.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({str(k): v for k, v in made.items()}))
+        partial.replace(file)  # whole or not at all, for classes graded side by side
+    except OSError:
+        pass
+    return made
+
+
 def build(dest: str | Path) -> dict[str, str]:
     """Write the kernel's view of every checks module under ``dest`` (mirroring
-    ``grader/checks``); return real path -> view path, for the sandbox to bind."""
+    ``grader/checks``; :func:`cached_views`); return real path -> view path, for the sandbox
+    to bind."""
     import json
 
     dest = Path(dest)
     out: dict[str, str] = {}
-    for path, source in views().items():
+    for path, source in cached_views().items():
         target = dest / path.relative_to(checks_folder())
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(source)
