@@ -38,7 +38,37 @@ XDIST_FIXTURE_GROUPS = {
     ("test_nbgrader_flow.py", "flow"): "classes",
     ("test_nbgrader_flow.py", "foreign"): "classes",
     ("test_nbgrader_flow.py", "foreign_alternatives"): "classes",
+    # the bad-submissions class (61 submissions, hostile ones included: about 10 minutes)
+    ("test_grading.py", "graded"): "classes",
 }
+
+
+#: Unit tests left to the full command (marked ``slow``): each took 3 s or more on 2 cores in the
+#: fast tier of 2026-11-28 (``-n 2``), and none is a sample's check (the fast tier checks every
+#: sample in process: ``tests/test_<nn>_*.py::test_sample_scores_as_declared`` and the
+#: references). Matched as node-id prefixes.
+SLOW_UNIT_TESTS = (
+    # every quick check again, with probes from the kernel view (the references pass in the
+    # fast tier with the real modules)
+    "tests/test_hostile.py::test_every_quick_check_passes_the_reference_with_probes_from_the_kernel_view",
+    "tests/test_hostile.py::test_the_kernel_side_of_the_course_runs_on_the_kernel_view",
+    "tests/test_hostile.py::test_a_job_with_many_spinning_processes_gets_the_cpu_share_of_one_job",
+    # the CUDA check's logic on the simulated link: timed rounds
+    "tests/test_04_memory.py::test_h2d_bandwidth_cuda_check_",
+    "tests/test_05_tensor_cores.py::test_any_correct_timer_passes_on_the_simulated_gpu",
+    # a fresh Python, rank processes or a trace analysis each
+    "tests/test_01_devices.py::test_fresh_process_sees_the_simulated_machine",
+    "tests/test_09_compilation.py::test_fresh_process_",
+    "tests/test_07_multi_gpu.py::test_probes_hand_back_plain_data_only",
+    "tests/test_07_multi_gpu.py::test_ddp_check_",
+    "tests/test_07_multi_gpu.py::test_average_gradients_check_spawns_ranks_where_fork_is_unsafe",
+    "tests/test_11_scaling.py::test_hta_cell_gives_what_the_raw_events_hold",
+    "tests/test_triton_cpu.py::test_use_interpreter_after_triton_and_inductor_were_imported",
+    # the visible checks again, for the samples test_12_triton.py grades with the hidden ones
+    "tests/test_12_backward.py::test_correct_answers_pass_the_visible_checks",
+    # two fresh Pythons: nbgrader's own stamp against the one read in process
+    "tests/test_speed.py::test_the_gradebook_stamp_read_in_process_is_the_alembic_commands",
+)
 
 
 def pytest_configure(config):
@@ -73,7 +103,7 @@ def pytest_collection_modifyitems(config, items):
             if item.fspath.basename == module and fixture in getattr(item, "fixturenames", ()):
                 group = fixture_group
         item.add_marker(pytest.mark.xdist_group(group))
-        if str(item.fspath).endswith(".ipynb"):
+        if str(item.fspath).endswith(".ipynb") or item.nodeid.startswith(SLOW_UNIT_TESTS):
             item.add_marker(pytest.mark.slow)
         if "cuda" in item.keywords and n_gpus == 0:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; this machine has none"))
