@@ -16,6 +16,10 @@ nbgrader scores the cell from those outputs as usual (an error scores 0), so the
 made where the student's code cannot reach: the reference solution, the expected values and the
 comparisons all stay in this process, and only plain data comes back from the kernel
 (:mod:`grader.runtime.handover`).
+
+:func:`run_test_cells` judges the reference (or a sample) in this process, without nbgrader or
+a kernel: the tests use it, and so does the class's compile-cache seed
+(:func:`grader.grading.grading._seed_caches`).
 """
 
 from __future__ import annotations
