@@ -184,3 +184,13 @@ def test_the_table_has_a_row_per_assignment_and_the_medians(tmp_path):
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="benchmark-table"):
         bench.write_readme(rows, readme)
+
+
+def test_a_timed_test_cell_counts_in_checks_and_under_its_grade_id():
+    watch = report.Stopwatch()
+    with watch.timing("checks", check="test_a"):
+        pass
+    with watch.timing("cells"):
+        pass
+    assert set(watch.checks) == {"test_a"}
+    assert watch.total("checks", "cells") == pytest.approx(sum(watch.seconds.values()))

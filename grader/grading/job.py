@@ -70,6 +70,8 @@ PRIVATE_TMP_ENV = "GRADER_PRIVATE_TMP"
 STARTED_ENV = "GRADER_JOB_STARTED"
 #: The student id inside a job's private course (the real one is put back by the class run).
 ALIAS = "student"
+#: The phases CourseExecute times inside nbgrader's autograde (see report.PHASES).
+_IN_KERNELS = ("kernel start", "cells", "checks")
 #: Error names a CourseExecute writes into a cell (see grader.grading.execute).
 _COURSE_ERRORS = {"KernelDied", "NotRun"}
 #: How an allocation refused by the kernel's memory limit (an address-space limit on a CPU
@@ -374,7 +376,7 @@ def _grade_in_quota(job, options, result, private, user, group) -> None:
     config.CourseExecute.executed_log = str(executed_log)
     os.environ[GRADING_ENV] = "1"
     watch.add("setup", time.monotonic() - began)
-    in_kernels = sum(watch.seconds.get(p, 0.0) for p in ("kernel start", "cells", "checks"))
+    in_kernels = watch.total(*_IN_KERNELS)
     began = time.monotonic()
     try:
         api = NbGraderAPI(CourseDirectory(config=config), config=config)
@@ -382,8 +384,8 @@ def _grade_in_quota(job, options, result, private, user, group) -> None:
     finally:
         audit.close()
         shutil.rmtree(sockets, ignore_errors=True)
-        kernels = sum(watch.seconds.get(p, 0.0) for p in ("kernel start", "cells", "checks"))
-        watch.add("nbgrader", time.monotonic() - began - (kernels - in_kernels))
+        # nbgrader's own share: what autograde took beyond the kernels' phases it timed
+        watch.add("nbgrader", time.monotonic() - began - (watch.total(*_IN_KERNELS) - in_kernels))
     began = time.monotonic()
     if not outcome.get("success"):
         lines = (outcome.get("error") or outcome.get("log") or "").strip().splitlines()

@@ -73,13 +73,20 @@ class Stopwatch:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
 
     @contextmanager
-    def timing(self, phase: str):
-        """Time the ``with`` block against ``phase``."""
+    def timing(self, phase: str, check: str | None = None):
+        """Time the ``with`` block against ``phase`` (and, for a test cell, as ``check``: its
+        grade id, in :attr:`checks`)."""
         began = time.monotonic()
         try:
             yield
         finally:
             self.add(phase, time.monotonic() - began)
+            if check is not None:
+                self.checks[check] = round(time.monotonic() - began, 2)
+
+    def total(self, *phases: str) -> float:
+        """Seconds counted so far against ``phases``, together."""
+        return sum(self.seconds.get(p, 0.0) for p in phases)
 
     def rounded(self) -> dict[str, float]:
         """The phases timed so far, in :data:`PHASES` order, to 0.01 s."""
